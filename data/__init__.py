@@ -1,0 +1,20 @@
+"""The text a model learns from: sources, tokenizers, the token cache and batches."""
+
+from data.batches import get_batch
+from data.cache import TokenData, prepare_tokens
+from data.sources import DataConfig, DataError, Source, load_text
+from data.tokenizer import TokenizerConfig, TokenizerKind, encode, train_tokenizer
+
+__all__ = [
+    "DataConfig",
+    "DataError",
+    "Source",
+    "TokenData",
+    "TokenizerConfig",
+    "TokenizerKind",
+    "encode",
+    "get_batch",
+    "load_text",
+    "prepare_tokens",
+    "train_tokenizer",
+]

@@ -1,0 +1,22 @@
+"""Helpers of the training loop in train.py: config schema, optimizer, evaluation, device, TensorBoard."""
+
+from trainer.config import ConfigError, OptimConfig, TrainConfig, TrainerConfig, register_schema, to_train_config
+from trainer.device import pick_device
+from trainer.evaluate import estimate_loss
+from trainer.optim import learning_rate, make_optimizer
+from trainer.tensorboard_log import log_hparams, log_sample
+
+__all__ = [
+    "ConfigError",
+    "OptimConfig",
+    "TrainConfig",
+    "TrainerConfig",
+    "estimate_loss",
+    "learning_rate",
+    "log_hparams",
+    "log_sample",
+    "make_optimizer",
+    "pick_device",
+    "register_schema",
+    "to_train_config",
+]

@@ -1,0 +1,26 @@
+"""AdamW with linear warmup and cosine decay, as in nanoGPT."""
+
+import math
+
+import torch
+from torch import nn
+
+from trainer.config import OptimConfig
+
+
+def make_optimizer(model: nn.Module, config: OptimConfig) -> torch.optim.AdamW:
+    # Decay matrices and embeddings; leave biases and LayerNorm gains alone.
+    params = [p for p in model.parameters() if p.requires_grad]
+    groups = [
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": config.weight_decay},
+        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+    ]
+    return torch.optim.AdamW(groups, lr=config.lr, betas=(config.beta1, config.beta2))
+
+
+def learning_rate(step: int, config: OptimConfig, max_steps: int) -> float:
+    """The learning rate for optimizer step `step` (counted from 0)."""
+    if step < config.warmup_steps:
+        return config.lr * (step + 1) / config.warmup_steps
+    progress = (step - config.warmup_steps) / max(1, max_steps - config.warmup_steps)
+    return config.min_lr + 0.5 * (config.lr - config.min_lr) * (1 + math.cos(math.pi * min(progress, 1.0)))
