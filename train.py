@@ -87,7 +87,7 @@ def train(config: TrainConfig, cfg: DictConfig, run_dir: Path) -> dict[str, floa
     losses = evaluate(0)
     progress = tqdm(total=settings.max_steps, desc="train", unit="step", disable=None, dynamic_ncols=True)
     for step in range(1, settings.max_steps + 1):
-        lr = learning_rate(step - 1, config.optim, settings.max_steps)
+        lr = learning_rate(step, config.optim, settings.max_steps)
         for group in optimizer.param_groups:
             group["lr"] = lr
         x, y = get_batch(data.train, settings.batch_size, config.model.block_size, batches, device)

@@ -41,6 +41,7 @@ class SingleHeadSelfAttention(nn.Module):
         self.W_V = nn.Linear(d_model, d_v, bias=False)
         self.W_O = nn.Linear(d_v, d_model, bias=False)
         self.scale, self.causal, self.qk_init = scale, causal, qk_init
+        self.reset_qk()
 
     def reset_qk(self) -> None:
         for W in (self.W_Q, self.W_K):

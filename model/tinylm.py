@@ -65,9 +65,9 @@ class TinyLM(nn.Module):
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
         self.ln_f = nn.LayerNorm(config.d_model)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
-        self.apply(gpt2_init)
+        self.apply(gpt2_init)  # GPT-2 style everywhere, then W^Q and W^K back to what qk_init says
         for block in self.blocks:
-            block.attn.reset_qk()  # W^Q, W^K as qk_init says; everything else GPT-2 style
+            block.attn.reset_qk()
 
     def forward(self, idx: Tensor) -> Tensor:
         """Token ids (B, T) -> next-token logits (B, T, vocab_size)."""

@@ -1,0 +1,123 @@
+import math
+
+import pytest
+import torch
+from torch.profiler import profile
+
+from model import QKInit, SingleHeadSelfAttention, attention
+
+TOGGLES = [(scale, causal) for scale in (True, False) for causal in (True, False)]
+
+
+def lesson_trace():
+    """The lesson's three tokens, d_k = d_v = 2; only q_3 is given, so q_1 and q_2 are arbitrary."""
+    q = torch.tensor([[0.3, -0.2], [0.5, 0.1], [1.0, 1.0]])
+    k = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    v = torch.tensor([[1.0, 0.0], [0.0, 2.0], [2.0, 2.0]])
+    return q, k, v
+
+
+def test_reproduces_the_lesson_trace_for_y3_scaled():
+    y, weights = attention(*lesson_trace(), scale=True, causal=True)
+    assert weights[2].tolist() == pytest.approx([0.248, 0.248, 0.503], abs=5e-4)
+    assert y[2].tolist() == pytest.approx([1.255, 1.503], abs=5e-4)
+
+
+def test_reproduces_the_lesson_trace_for_y3_unscaled():
+    y, weights = attention(*lesson_trace(), scale=False, causal=True)
+    assert weights[2].tolist() == pytest.approx([0.212, 0.212, 0.576], abs=5e-4)
+    # 0.212 (1,0) + 0.212 (0,2) + 0.576 (2,2)
+    assert y[2].tolist() == pytest.approx([1.364, 1.576], abs=5e-4)
+
+
+@pytest.mark.parametrize(
+    "d_k, unscaled_winner",
+    [(4, 0.88), (16, 0.98), (64, 0.9997), (1024, 1.0000)],
+)
+def test_reproduces_the_lesson_table_of_one_sigma_gaps(d_k, unscaled_winner):
+    # Two keys whose raw scores differ by one standard deviation, sqrt(d_k): sqrt(d_k) against 0.
+    q = torch.ones(1, d_k, dtype=torch.float64)
+    k = torch.stack([torch.ones(d_k, dtype=torch.float64) / math.sqrt(d_k), torch.zeros(d_k, dtype=torch.float64)])
+    v = torch.eye(2, dtype=torch.float64)
+    _, unscaled = attention(q, k, v, scale=False, causal=False)
+    _, scaled = attention(q, k, v, scale=True, causal=False)
+    decimals = len(str(unscaled_winner).split(".")[1])
+    assert round(unscaled[0, 0].item(), decimals) == unscaled_winner
+    assert round(scaled[0, 0].item(), 2) == 0.73  # the same at every d_k
+
+
+def naive_attention(q, k, v, scale, causal):
+    """The lesson's sums written out, one query and one key at a time."""
+    T, d_k = q.shape
+    out = torch.zeros(T, v.shape[1], dtype=torch.float64)
+    for i in range(T):
+        keys = range(i + 1) if causal else range(T)
+        scores = [sum(q[i, c] * k[j, c] for c in range(d_k)) / (math.sqrt(d_k) if scale else 1) for j in keys]
+        top = max(scores)
+        exps = [math.exp(s - top) for s in scores]
+        for j, e in zip(keys, exps):
+            out[i] += e / sum(exps) * v[j]
+    return out
+
+
+@pytest.mark.parametrize("scale, causal", TOGGLES)
+def test_matches_a_naive_loop_on_random_inputs(scale, causal):
+    g = torch.Generator().manual_seed(0)
+    q, k = torch.randn(6, 5, generator=g, dtype=torch.float64), torch.randn(6, 5, generator=g, dtype=torch.float64)
+    v = torch.randn(6, 3, generator=g, dtype=torch.float64)
+    y, _ = attention(q, k, v, scale=scale, causal=causal)
+    torch.testing.assert_close(y, naive_attention(q, k, v, scale, causal))
+
+
+def test_future_keys_get_exactly_zero_weight_even_against_huge_scores():
+    # A finite stand-in for -inf (such as -1e4) loses against scores this large.
+    q = torch.full((4, 2), 100.0)
+    k = torch.full((4, 2), 100.0)
+    _, weights = attention(q, k, torch.randn(4, 3), scale=False, causal=True)
+    assert (weights.triu(diagonal=1) == 0).all()
+    torch.testing.assert_close(weights.sum(-1), torch.ones(4))
+
+
+def make_layer(scale, causal, d_k=16, d_v=16, d_model=32):
+    torch.manual_seed(0)
+    return SingleHeadSelfAttention(d_model, d_k, d_v, scale=scale, causal=causal, qk_init=QKInit.unit)
+
+
+@pytest.mark.parametrize("d_k, d_v", [(16, 16), (24, 8), (8, 24)])
+@pytest.mark.parametrize("scale, causal", TOGGLES)
+def test_fused_path_equals_reference_path(scale, causal, d_k, d_v):
+    layer = make_layer(scale, causal, d_k, d_v)
+    x = torch.randn(3, 10, 32)
+    fused = layer(x)
+    reference, weights = layer(x, return_weights=True)
+    torch.testing.assert_close(fused, reference, atol=1e-5, rtol=1e-5)
+    assert weights.shape == (3, 10, 10)
+
+
+@pytest.mark.parametrize("scale, causal", TOGGLES)
+def test_training_path_takes_the_fused_flash_kernel(scale, causal):
+    layer = make_layer(scale, causal, d_k=24, d_v=8)
+    with profile() as prof:
+        layer(torch.randn(2, 12, 32)).sum().backward()
+    kernels = {event.key for event in prof.key_averages()}
+    assert "aten::_scaled_dot_product_flash_attention_for_cpu" in kernels
+    assert "aten::_scaled_dot_product_attention_math" not in kernels
+
+
+def projected_std(qk_init, d_model=256, d_k=256):
+    torch.manual_seed(0)
+    layer = SingleHeadSelfAttention(d_model, d_k, d_k, scale=True, causal=True, qk_init=qk_init)
+    x = torch.nn.functional.layer_norm(torch.randn(64, d_model), (d_model,))
+    return layer.W_Q(x).std().item(), layer.W_K.weight.std().item()
+
+
+def test_unit_qk_init_gives_unit_variance_queries_on_layer_normed_inputs():
+    q_std, w_std = projected_std(QKInit.unit)
+    assert q_std == pytest.approx(1.0, rel=0.1)
+    assert w_std == pytest.approx(256**-0.5, rel=0.05)
+
+
+def test_gpt2_and_torch_qk_init_give_small_queries():
+    assert projected_std(QKInit.gpt2)[1] == pytest.approx(0.02, rel=0.05)
+    # PyTorch's default: uniform with bound 1/sqrt(d_model), so std 1/sqrt(3 d_model)
+    assert projected_std(QKInit.torch)[1] == pytest.approx((3 * 256) ** -0.5, rel=0.05)

@@ -1,0 +1,70 @@
+from dataclasses import replace
+
+import pytest
+import torch
+
+from model import ModelConfig, QKInit, TinyLM
+
+
+def tiny_model(**settings) -> TinyLM:
+    torch.manual_seed(0)
+    config = ModelConfig(vocab_size=20, block_size=16, d_model=32, d_k=16, d_v=24)
+    return TinyLM(replace(config, **settings)).eval()
+
+
+def test_forward_gives_logits_for_every_position():
+    model = tiny_model(n_layer=2)
+    assert model(torch.randint(20, (3, 16))).shape == (3, 16, 20)
+
+
+def logits_before_and_after_changing_the_future(model, i):
+    idx = torch.randint(20, (2, 16), generator=torch.Generator().manual_seed(1))
+    changed = idx.clone()
+    changed[:, i + 1 :] = (changed[:, i + 1 :] + 1) % 20
+    return model(idx)[:, : i + 1], model(changed)[:, : i + 1]
+
+
+@pytest.mark.parametrize("i", [0, 7, 14])
+def test_causal_model_ignores_the_tokens_after_each_position(i):
+    before, after = logits_before_and_after_changing_the_future(tiny_model(causal=True, n_layer=2), i)
+    torch.testing.assert_close(before, after, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("i", [0, 7, 14])
+def test_unmasked_model_reads_the_tokens_after_each_position(i):
+    before, after = logits_before_and_after_changing_the_future(tiny_model(causal=False), i)
+    assert (before - after).abs().amax() > 1e-4
+
+
+def test_loss_starts_near_a_uniform_guess():
+    model = tiny_model()
+    idx = torch.randint(20, (4, 16))
+    assert model.loss(idx, idx).item() == pytest.approx(torch.log(torch.tensor(20.0)).item(), abs=0.1)
+
+
+def test_generate_extends_past_the_block_size():
+    model = tiny_model()
+    out = model.generate(torch.zeros(2, 1, dtype=torch.long), 40, temperature=0.8, top_k=5)
+    assert out.shape == (2, 41)
+    assert out.max() < 20
+
+
+def test_generate_with_top_k_1_is_greedy():
+    model = tiny_model()
+    prompt = torch.tensor([[3, 4, 5]])
+    out = model.generate(prompt, 5, top_k=1)
+    greedy = prompt
+    for _ in range(5):
+        greedy = torch.cat([greedy, model(greedy)[:, -1].argmax(-1, keepdim=True)], dim=1)
+    assert torch.equal(out, greedy)
+
+
+@pytest.mark.parametrize("qk_init", list(QKInit))
+def test_model_without_mlp_trains_one_step_with_every_qk_init(qk_init):
+    model = tiny_model(mlp=False, qk_init=qk_init).train()
+    idx = torch.randint(20, (4, 17))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    before = model.loss(idx[:, :-1], idx[:, 1:])
+    before.backward()
+    optimizer.step()
+    assert model.loss(idx[:, :-1], idx[:, 1:]).item() < before.item()

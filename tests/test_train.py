@@ -1,0 +1,106 @@
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+import train
+from conftest import ROOT, compose_config
+from trainer import to_train_config
+
+pytestmark = pytest.mark.slow
+
+SHORT = ["trainer.max_steps=60", "trainer.eval_interval=30", "trainer.eval_iters=4", "trainer.log_interval=10",
+         "trainer.batch_size=16", "trainer.sample_tokens=40", "model.block_size=32", "model.d_model=64",
+         "optim.warmup_steps=10"]  # fmt: skip
+
+
+def short_run(run_dir: Path, cache_dir: Path, *overrides: str) -> dict[str, float]:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    cfg = compose_config(*SHORT, f"data.cache_dir={cache_dir}", *overrides)
+    return train.train(to_train_config(cfg), cfg, run_dir)
+
+
+def events(run_dir: Path) -> EventAccumulator:
+    accumulator = EventAccumulator(str(run_dir), size_guidance={"scalars": 0, "tensors": 0})
+    accumulator.Reload()
+    return accumulator
+
+
+def curve(accumulator: EventAccumulator, tag: str) -> list[tuple[int, float]]:
+    return [(event.step, event.value) for event in accumulator.Scalars(tag)]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory, cache_dir) -> Path:
+    run_dir = tmp_path_factory.mktemp("run")
+    short_run(run_dir, cache_dir)
+    return run_dir
+
+
+def test_short_run_lowers_the_loss(run_dir):
+    val = curve(events(run_dir), "val/loss")
+    assert [step for step, _ in val] == [0, 30, 60]
+    assert val[-1][1] < val[0][1] - 0.5
+
+
+def test_run_writes_one_events_file_that_tensorboard_reads_back(run_dir):
+    assert len(list(run_dir.glob("events.out.tfevents.*"))) == 1
+    assert [p for p in run_dir.iterdir() if p.is_dir()] == []  # no extra run directory for the hparams
+    accumulator = events(run_dir)
+    scalars = set(accumulator.Tags()["scalars"])
+    assert {"train/loss", "train/loss_eval", "val/loss", "train/lr", "perf/tokens_per_sec"} <= scalars
+    assert [step for step, _ in curve(accumulator, "train/loss")] == [10, 20, 30, 40, 50, 60]
+    assert all(value > 0 for _, value in curve(accumulator, "perf/tokens_per_sec"))
+    lr = [value for _, value in curve(accumulator, "train/lr")]
+    assert lr[0] == pytest.approx(3e-3) and lr[-1] == pytest.approx(3e-4)  # warmup ends at step 10
+
+
+def test_run_logs_its_sample_and_its_hyperparameters(run_dir):
+    accumulator = events(run_dir)
+    sample = accumulator.Tensors("sample/text_summary")[0]
+    assert sample.step == 60 and sample.tensor_proto.string_val[0].decode().startswith("```\n")
+    hparams = accumulator.PluginTagToContent("hparams")
+    assert set(hparams) == {"_hparams_/experiment", "_hparams_/session_start_info", "_hparams_/session_end_info"}
+    assert b"model.d_k" in hparams["_hparams_/session_start_info"]
+    assert b"val/loss" in hparams["_hparams_/experiment"]
+    assert (run_dir / "tokenizer.json").exists()
+
+
+def test_two_runs_with_the_same_config_give_identical_curves(run_dir, tmp_path, cache_dir):
+    short_run(tmp_path, cache_dir)
+    for tag in ("train/loss", "val/loss"):
+        assert curve(events(tmp_path), tag) == curve(events(run_dir), tag)
+
+
+def test_unmasked_model_reads_the_answer_and_its_loss_collapses(tmp_path, cache_dir):
+    causal = short_run(tmp_path / "causal", cache_dir, "trainer.max_steps=150")["val"]
+    unmasked = short_run(tmp_path / "unmasked", cache_dir, "trainer.max_steps=150", "model.causal=false")["val"]
+    print(f"val loss after 150 steps: causal {causal:.3f}, unmasked {unmasked:.3f}")
+    assert unmasked < causal - 1.0
+
+
+def test_cli_run_writes_hydra_files_log_and_events_into_its_run_dir(tmp_path, cache_dir):
+    result = subprocess.run(
+        [sys.executable, "train.py", *SHORT, f"data.cache_dir={cache_dir}", f"hydra.run.dir={tmp_path}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / ".hydra" / "config.yaml").exists()
+    log = (tmp_path / "train.log").read_text()
+    assert "step 60: train loss" in log and "val loss" in log and "sample after 60 steps" in log
+    assert len(list(tmp_path.glob("events.out.tfevents.*"))) == 1
+
+
+def test_cli_multirun_gives_each_job_its_own_run(tmp_path, cache_dir):
+    result = subprocess.run(
+        [sys.executable, "train.py", "-m", "model.scale=true,false", *SHORT, "trainer.max_steps=10",
+         "trainer.eval_interval=10", f"data.cache_dir={cache_dir}", f"hydra.sweep.dir={tmp_path}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    for job, scale in (("0", "True"), ("1", "False")):
+        assert (tmp_path / job / ".hydra" / "overrides.yaml").read_text().count(f"model.scale={scale}") == 1
+        assert "val/loss" in events(tmp_path / job).Tags()["scalars"]
+
