@@ -39,11 +39,8 @@ log = logging.getLogger("tinylm")
 register_schema()
 
 
-def train(config: TrainConfig, cfg: DictConfig, run_dir: Path) -> dict[str, float]:
-    """Train as `config` says, writing into `run_dir`; returns the final evaluation's losses.
-
-    `cfg` is the same config as composed by Hydra, recorded as the run's hyperparameters.
-    """
+def train(config: TrainConfig, run_dir: Path) -> dict[str, float]:
+    """Train as `config` says, writing into `run_dir`; returns the final evaluation's losses."""
     settings = config.trainer
     device = pick_device(settings.device)
     torch.manual_seed(settings.seed)
@@ -60,7 +57,8 @@ def train(config: TrainConfig, cfg: DictConfig, run_dir: Path) -> dict[str, floa
     )  # fmt: skip
 
     # The model and its optimizer.
-    model = TinyLM(replace(config.model, vocab_size=vocab_size)).to(device)
+    config = replace(config, model=replace(config.model, vocab_size=vocab_size))
+    model = TinyLM(config.model).to(device)
     optimizer = make_optimizer(model, config.optim)
     log.info(
         "model: %s parameters on %s; scale=%s causal=%s d_k=%d qk_init=%s",
@@ -121,7 +119,7 @@ def train(config: TrainConfig, cfg: DictConfig, run_dir: Path) -> dict[str, floa
     sample = data.tokenizer.decode(generated[0].tolist())
     log.info("sample after %d steps:\n%s", settings.max_steps, sample)
     log_sample(writer, sample, settings.max_steps)
-    log_hparams(writer, cfg, ["train/loss", "train/loss_eval", "val/loss"])
+    log_hparams(writer, config, ["train/loss", "train/loss_eval", "val/loss"])
     writer.close()
     return losses
 
@@ -133,7 +131,7 @@ def main(cfg: DictConfig) -> float:
         config = to_train_config(cfg)  # every value checked before any work starts
         with logging_redirect_tqdm():
             started = time.perf_counter()
-            losses = train(config, cfg, run_dir)
+            losses = train(config, run_dir)
         log.info("done in %.0fs: val loss %.4f; tensorboard --logdir %s", time.perf_counter() - started, losses["val"], run_dir)
     except (ConfigError, DataError) as error:
         sys.exit(f"error: {error}")  # one line, no traceback: the message names the setting

@@ -18,8 +18,8 @@ SHORT = ["trainer.max_steps=60", "trainer.eval_interval=30", "trainer.eval_iters
 
 def short_run(run_dir: Path, cache_dir: Path, *overrides: str) -> dict[str, float]:
     run_dir.mkdir(parents=True, exist_ok=True)
-    cfg = compose_config(*SHORT, f"data.cache_dir={cache_dir}", *overrides)
-    return train.train(to_train_config(cfg), cfg, run_dir)
+    config = to_train_config(compose_config(*SHORT, f"data.cache_dir={cache_dir}", *overrides))
+    return train.train(config, run_dir)
 
 
 def events(run_dir: Path) -> EventAccumulator:
@@ -64,6 +64,7 @@ def test_run_logs_its_sample_and_its_hyperparameters(run_dir):
     hparams = accumulator.PluginTagToContent("hparams")
     assert set(hparams) == {"_hparams_/experiment", "_hparams_/session_start_info", "_hparams_/session_end_info"}
     assert b"model.d_k" in hparams["_hparams_/session_start_info"]
+    assert b"model.vocab_size" in hparams["_hparams_/session_start_info"]
     assert b"val/loss" in hparams["_hparams_/experiment"]
     assert (run_dir / "tokenizer.json").exists()
 

@@ -1,8 +1,10 @@
 """What a run writes for TensorBoard beyond plain scalars: its generated sample and its hyperparameters."""
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 from torch.utils.tensorboard import SummaryWriter
 from torch.utils.tensorboard.summary import hparams
+
+from trainer.config import TrainConfig
 
 
 def log_sample(writer: SummaryWriter, text: str, step: int) -> None:
@@ -10,12 +12,12 @@ def log_sample(writer: SummaryWriter, text: str, step: int) -> None:
     writer.add_text("sample", "```\n" + text + "\n```", step)
 
 
-def log_hparams(writer: SummaryWriter, cfg: DictConfig, metric_tags: list[str]) -> None:
+def log_hparams(writer: SummaryWriter, config: TrainConfig, metric_tags: list[str]) -> None:
     """The run's settings in the HParams tab, next to the last values of `metric_tags`.
 
     Written through the writer's own file writer: `add_hparams` would open a second run directory.
     """
-    settings = flatten(OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))
+    settings = flatten(OmegaConf.to_container(OmegaConf.structured(config), enum_to_str=True))
     for summary in hparams(settings, {tag: 0.0 for tag in metric_tags}):  # values unused: the scalars are read
         writer.file_writer.add_summary(summary)
 
