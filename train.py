@@ -75,8 +75,8 @@ def train(config: TrainConfig, run_dir: Path) -> dict[str, float]:
 
     def evaluate(step: int) -> dict[str, float]:
         losses = estimate_loss(
-            model, {"train": data.train, "val": data.val}, settings.batch_size, settings.eval_iters, settings.seed, device
-        )
+            model, {"train": data.train, "val": data.val}, settings.batch_size, settings.eval_iters, settings.seed + 1, device
+        )  # seed + 1: not the windows of the first training steps
         writer.add_scalar("train/loss_eval", losses["train"], step)
         writer.add_scalar("val/loss", losses["val"], step)
         log.info("step %d: train loss %.4f, val loss %.4f", step, losses["train"], losses["val"])
@@ -109,8 +109,9 @@ def train(config: TrainConfig, run_dir: Path) -> dict[str, float]:
             last_log = time.perf_counter()
         progress.update()
         if step % settings.eval_interval == 0 or step == settings.max_steps:
+            eval_started = time.perf_counter()
             losses = evaluate(step)
-            last_log = time.perf_counter()  # evaluation time is not training throughput
+            last_log += time.perf_counter() - eval_started  # evaluation time is not training throughput
     progress.close()
 
     # What the model writes now, and the run's settings next to its final losses.

@@ -32,6 +32,7 @@ def train_tokenizer(config: TokenizerConfig, text: str) -> Tokenizer:
     if config.kind is TokenizerKind.char:
         vocab = {UNKNOWN: 0} | {char: i + 1 for i, char in enumerate(sorted(set(text)))}
         tokenizer = Tokenizer(models.WordLevel(vocab, unk_token=UNKNOWN))
+        tokenizer.add_special_tokens([UNKNOWN])  # so decode leaves it out of generated text
         tokenizer.pre_tokenizer = pre_tokenizers.Split(Regex(r"(?m:.)"), behavior="isolated")
         tokenizer.decoder = decoders.Fuse()  # without it, decode joins tokens with spaces
         return tokenizer
@@ -49,7 +50,10 @@ def token_dtype(tokenizer: Tokenizer) -> np.dtype:
     return np.dtype(np.uint16 if tokenizer.get_vocab_size() <= 1 << 16 else np.uint32)
 
 
-def encode(tokenizer: Tokenizer, text: str) -> np.ndarray:
+def encode(tokenizer: Tokenizer, text: str, lines_per_batch: int = 10_000) -> np.ndarray:
     """Token ids of `text`, as compact unsigned integers."""
-    encodings = tokenizer.encode_batch(chunks(text), add_special_tokens=False)
-    return np.fromiter(chain.from_iterable(e.ids for e in encodings), dtype=token_dtype(tokenizer))
+    # A batch at a time: the Encoding objects cost far more memory than the ids they hold.
+    lines = chunks(text)
+    batches = (tokenizer.encode_batch(lines[i : i + lines_per_batch]) for i in range(0, len(lines), lines_per_batch))
+    ids = chain.from_iterable(encoding.ids for batch in batches for encoding in batch)
+    return np.fromiter(ids, dtype=token_dtype(tokenizer))

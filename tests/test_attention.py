@@ -69,10 +69,10 @@ def test_matches_a_naive_loop_on_random_inputs(scale, causal):
     torch.testing.assert_close(y, naive_attention(q, k, v, scale, causal))
 
 
-def test_future_keys_get_exactly_zero_weight_even_against_huge_scores():
-    # A finite stand-in for -inf (such as -1e4) loses against scores this large.
+def test_future_keys_get_exactly_zero_weight_even_when_every_score_is_far_below_minus_1e4():
+    # Real scores of -20000: a finite stand-in for -inf such as -1e4 would win the softmax.
     q = torch.full((4, 2), 100.0)
-    k = torch.full((4, 2), 100.0)
+    k = torch.full((4, 2), -100.0)
     _, weights = attention(q, k, torch.randn(4, 3), scale=False, causal=True)
     assert (weights.triu(diagonal=1) == 0).all()
     torch.testing.assert_close(weights.sum(-1), torch.ones(4))
@@ -117,7 +117,7 @@ def test_unit_qk_init_gives_unit_variance_queries_on_layer_normed_inputs():
     assert w_std == pytest.approx(256**-0.5, rel=0.05)
 
 
-def test_gpt2_and_torch_qk_init_give_small_queries():
+def test_gpt2_and_torch_qk_init_draw_small_weights():
     assert projected_std(QKInit.gpt2)[1] == pytest.approx(0.02, rel=0.05)
     # PyTorch's default: uniform with bound 1/sqrt(d_model), so std 1/sqrt(3 d_model)
     assert projected_std(QKInit.torch)[1] == pytest.approx((3 * 256) ** -0.5, rel=0.05)

@@ -2,12 +2,13 @@ import subprocess
 import sys
 
 import pytest
+import torch
 from hydra.errors import ConfigCompositionException
 
 from conftest import ROOT, compose_config
 from data import Source, TokenizerKind
 from model import QKInit
-from trainer import TrainConfig, to_train_config
+from trainer import ConfigError, TrainConfig, pick_device, to_train_config
 
 # The settings an option cannot do without (its ??? values).
 REQUIRED = {"data=text": ["data.path=notes.txt"], "data=hub": ["data.name=karpathy/tiny_shakespeare"]}
@@ -57,6 +58,44 @@ def test_bad_override_is_rejected_naming_the_key(override, message):
     assert message in str(error.value) + str(error.value.__cause__)
 
 
+@pytest.mark.parametrize("override", ["+foo=1", "+trainer.max_step=100", "+model.heads=4"])
+def test_key_added_with_plus_is_rejected_too(override):
+    key = override[1:].split("=")[0]
+    with pytest.raises(ConfigError, match=rf"^{key}: Key '\w+' not in '\w+Config'$"):
+        to_train_config(compose_config(override))
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["model.d_k=0"], "model.d_k=0: must be positive"),
+        (["model.n_layer=-1"], "model.n_layer=-1: must be positive"),
+        (["trainer.max_steps=0"], "trainer.max_steps=0: must be positive"),
+        (["trainer.eval_interval=0"], "trainer.eval_interval=0: must be positive"),
+        (["optim.lr=0"], "optim.lr=0.0: must be positive"),
+        (["optim.warmup_steps=-1"], "optim.warmup_steps=-1: must not be negative"),
+        (["model.dropout=1.0"], "model.dropout=1.0: must be at least 0 and below 1"),
+        (["data.val_fraction=0"], "data.val_fraction=0.0: must be between 0 and 1"),
+        (["model.vocab_size=100"], "model.vocab_size=100: comes from the tokenizer"),
+        (["tokenizer=bpe", "tokenizer.vocab_size=200"], "tokenizer.vocab_size=200: must be at least 256"),
+        (["tokenizer.vocab_size=500"], "tokenizer.vocab_size=500: applies to tokenizer=bpe only"),
+        (["model.d_v=0", "trainer.batch_size=0"], "model.d_v=0: must be positive; trainer.batch_size=0: must be positive"),
+    ],
+)
+def test_out_of_range_value_is_rejected_naming_the_key(overrides, message):
+    with pytest.raises(ConfigError) as error:
+        to_train_config(compose_config(*overrides))
+    assert str(error.value).startswith(message)
+
+
+@pytest.mark.parametrize("name, message", [("cuda:0", "not available"), ("gpu", "not a device")])
+def test_unavailable_or_unknown_device_is_rejected(name, message):
+    if name.startswith("cuda") and torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    with pytest.raises(ConfigError, match=rf"^trainer.device={name}: {message}"):
+        pick_device(name)
+
+
 def run_train(*overrides: str, timeout: int = 60) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "train.py", *overrides], cwd=ROOT, capture_output=True, text=True, timeout=timeout
@@ -68,6 +107,13 @@ def test_cli_rejects_an_unknown_key_without_a_traceback(tmp_path):
     assert result.returncode != 0
     assert "full_key: model.d_kk" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "train.log").exists()  # rejected before any work
+
+
+def test_cli_rejects_a_bad_value_in_one_line_before_any_work(tmp_path):
+    result = run_train("model.d_k=0", f"hydra.run.dir={tmp_path}")
+    assert result.returncode != 0
+    assert result.stderr.strip() == "error: model.d_k=0: must be positive"
+    assert not list(tmp_path.glob("events.out.tfevents.*"))
 
 
 def test_cli_names_the_missing_setting_in_one_line(tmp_path):

@@ -62,6 +62,7 @@ def test_char_tokenizer_has_one_token_per_character_and_marks_unseen_ones():
     assert tokenizer.get_vocab_size() == 6  # five characters and [UNK]
     ids = encode(tokenizer, "ab\nz")
     assert len(ids) == 4 and ids[-1] == tokenizer.token_to_id("[UNK]")
+    assert tokenizer.decode(ids.tolist()) == "ab\n"  # and it never shows up in generated text
 
 
 def write(path, text):
@@ -110,6 +111,19 @@ def test_cache_is_reused_and_rebuilt_when_text_or_tokenizer_change(tmp_path):
 def test_hub_source_offline_fails_at_once_naming_what_to_use_instead(tmp_path):
     config = DataConfig(source=Source.hub, name="karpathy/tiny_shakespeare", cache_dir=str(tmp_path))
     with pytest.raises(DataError, match=r"data.name=karpathy/tiny_shakespeare: offline .* data=text data.path="):
+        load_text(config)
+
+
+def test_hub_source_without_network_fails_at_once(tmp_path, monkeypatch):
+    import data.sources
+
+    def no_dns(*args, **kwargs):
+        raise OSError("Name or service not known")
+
+    monkeypatch.setattr(data.sources.hub_constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(data.sources.socket, "getaddrinfo", no_dns)
+    config = DataConfig(source=Source.hub, name="karpathy/tiny_shakespeare", cache_dir=str(tmp_path))
+    with pytest.raises(DataError, match=r"hub cannot be reached .* data=text data.path=FILE.* HF_HUB_OFFLINE=1"):
         load_text(config)
 
 

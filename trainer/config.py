@@ -1,12 +1,13 @@
 """The structured config schema: every key and type of configs/ is declared here and checked by Hydra."""
 
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from data import DataConfig, TokenizerConfig
+from data import DataConfig, TokenizerConfig, TokenizerKind
 from model import ModelConfig
 
 
@@ -52,9 +53,38 @@ def register_schema() -> None:
 
 
 def to_train_config(cfg: DictConfig) -> TrainConfig:
-    """The composed config as typed objects, with every value resolved."""
+    """The composed config as typed objects, every key, type and value checked; raises ConfigError."""
     try:
-        return OmegaConf.to_object(cfg)
-    except OmegaConfBaseException as error:  # e.g. a mandatory value (???) left unset
-        key = getattr(error, "full_key", None)
-        raise ConfigError(f"{key}: {error.msg}" if key else str(error)) from error
+        # Hydra lets keys added with "+" through; merging the plain values into the schema catches them.
+        config = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(TrainConfig), OmegaConf.to_container(cfg)))
+    except OmegaConfBaseException as error:
+        problem = str(error.msg).splitlines()[0]  # the lines after it repeat the key and the schema's type
+        raise ConfigError(f"{error.full_key}: {problem}" if error.full_key else problem) from error
+    check_values(config)
+    return config
+
+
+POSITIVE = ["model.block_size", "model.d_model", "model.d_k", "model.d_v", "model.n_layer", "optim.lr",
+            "trainer.max_steps", "trainer.batch_size", "trainer.eval_interval", "trainer.eval_iters",
+            "trainer.log_interval"]  # fmt: skip
+NOT_NEGATIVE = ["optim.min_lr", "optim.warmup_steps", "optim.weight_decay", "optim.grad_clip", "trainer.sample_tokens"]
+BELOW_ONE = ["model.dropout", "optim.beta1", "optim.beta2"]  # and not negative
+
+
+def check_values(config: TrainConfig) -> None:
+    """The ranges that types cannot express; one ConfigError names every bad key."""
+    value = lambda key: attrgetter(key)(config)  # noqa: E731
+    problems = [(key, "must be positive") for key in POSITIVE if value(key) <= 0]
+    problems += [(key, "must not be negative") for key in NOT_NEGATIVE if value(key) < 0]
+    problems += [(key, "must be at least 0 and below 1") for key in BELOW_ONE if not 0 <= value(key) < 1]
+    if not 0 < config.data.val_fraction < 1:
+        problems.append(("data.val_fraction", "must be between 0 and 1"))
+    if config.model.vocab_size is not None:
+        problems.append(("model.vocab_size", "comes from the tokenizer; to change it use tokenizer=bpe tokenizer.vocab_size=N"))
+    bpe = config.tokenizer.kind is TokenizerKind.bpe
+    if bpe and (config.tokenizer.vocab_size or 0) < 256:
+        problems.append(("tokenizer.vocab_size", "must be at least 256 for tokenizer=bpe: its alphabet is the 256 bytes"))
+    if not bpe and config.tokenizer.vocab_size is not None:
+        problems.append(("tokenizer.vocab_size", "applies to tokenizer=bpe only; a char vocabulary is the text's characters"))
+    if problems:
+        raise ConfigError("; ".join(f"{key}={value(key)}: {problem}" for key, problem in problems))

@@ -2,11 +2,20 @@
 
 import torch
 
+from trainer.config import ConfigError
+
 
 def pick_device(name: str) -> torch.device:
-    """`auto` is the best device present: cuda, then mps, then cpu; any other name is taken as given."""
+    """`auto` is the best device present: cuda, then mps, then cpu; any other name must be present."""
     if name != "auto":
-        return torch.device(name)
+        try:
+            device = torch.device(name)
+        except RuntimeError:
+            raise ConfigError(f"trainer.device={name}: not a device; use auto, cpu, cuda, cuda:N or mps") from None
+        available = {"cpu": True, "cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}
+        if not available.get(device.type, False):
+            raise ConfigError(f"trainer.device={name}: not available to this machine's torch; use auto or cpu")
+        return device
     if torch.cuda.is_available():
         return torch.device("cuda")
     if torch.backends.mps.is_available():
