@@ -1,6 +1,6 @@
 """Train TinyLM, the single-head self-attention language model, and log it for TensorBoard.
 
-    python train.py                                   # the defaults: char-level Shakespeare, ~3 minutes on a CPU
+    python train.py                                   # the defaults: char-level Shakespeare, about a minute on a CPU
     python train.py model.scale=false model.d_k=512   # switch off 1/sqrt(d_k) and watch the softmax saturate
     python train.py -m model.causal=true,false        # a sweep: one job per value
     tensorboard --logdir outputs                      # (or multirun) to see the curves
@@ -20,7 +20,7 @@ from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
-from data import DataError, get_batch, prepare_tokens
+from data import DataError, check_fits, get_batch, prepare_tokens
 from model import TinyLM
 from trainer import (
     ConfigError,
@@ -48,6 +48,8 @@ def train(config: TrainConfig, run_dir: Path) -> dict[str, float]:
     # The data: token ids from the cache (tokenized on first use), and the tokenizer that made them.
     started = time.perf_counter()
     data = prepare_tokens(config.data, config.tokenizer)
+    splits = {"train": data.train, "val": data.val}
+    check_fits(splits, config.model.block_size)
     data.tokenizer.save(str(run_dir / "tokenizer.json"))
     vocab_size = data.tokenizer.get_vocab_size()
     log.info(
@@ -71,11 +73,11 @@ def train(config: TrainConfig, run_dir: Path) -> dict[str, float]:
     writer = SummaryWriter(run_dir)
     batches = torch.Generator().manual_seed(settings.seed)
     tokens_per_step = settings.batch_size * config.model.block_size
-    loss_sum, last_log = torch.zeros((), device=device), time.perf_counter()
+    loss_sum = torch.zeros((), device=device)
 
     def evaluate(step: int) -> dict[str, float]:
         losses = estimate_loss(
-            model, {"train": data.train, "val": data.val}, settings.batch_size, settings.eval_iters, settings.seed + 1, device
+            model, splits, settings.batch_size, settings.eval_iters, settings.seed + 1, device
         )  # seed + 1: not the windows of the first training steps
         writer.add_scalar("train/loss_eval", losses["train"], step)
         writer.add_scalar("val/loss", losses["val"], step)
@@ -83,6 +85,7 @@ def train(config: TrainConfig, run_dir: Path) -> dict[str, float]:
         return losses
 
     losses = evaluate(0)
+    last_log = time.perf_counter()
     progress = tqdm(total=settings.max_steps, desc="train", unit="step", disable=None, dynamic_ncols=True)
     for step in range(1, settings.max_steps + 1):
         lr = learning_rate(step, config.optim, settings.max_steps)

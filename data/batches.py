@@ -3,6 +3,18 @@
 import numpy as np
 import torch
 
+from data.sources import DataError
+
+
+def check_fits(splits: dict[str, np.ndarray], block_size: int) -> None:
+    """Every split must hold at least one window of block_size + 1 tokens."""
+    for name, tokens in splits.items():
+        if len(tokens) <= block_size:
+            raise DataError(
+                f"model.block_size={block_size}: the {name} split has only {len(tokens)} tokens; "
+                "lower model.block_size, or give it more text (data.val_fraction sets the val share)"
+            )
+
 
 def get_batch(
     tokens: np.ndarray, batch_size: int, block_size: int, generator: torch.Generator, device: torch.device

@@ -8,7 +8,7 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
+import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -64,8 +64,8 @@ def build_entry(entry: Path, text: str, val_fraction: float, tokenizer_config: T
     cut = int(len(text) * (1 - val_fraction))
     train_text, val_text = text[:cut], text[cut:]
     tokenizer = train_tokenizer(tokenizer_config, train_text)
-    entry.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{entry.name}.", dir=entry.parent))
+    staging = entry.parent / f".{entry.name}.{uuid.uuid4().hex}"  # a name no other process uses
+    staging.mkdir(parents=True)
     try:
         np.save(staging / "train.npy", encode(tokenizer, train_text))
         np.save(staging / "val.npy", encode(tokenizer, val_text))

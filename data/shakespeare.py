@@ -2,7 +2,7 @@
 
 The Markdown is turned into plain text in the layout of nanoGPT's tiny Shakespeare: a speaker's
 name on its own line ("HAMLET:"), then the speech; titles, act and scene headings and stage
-directions are dropped. Plays come in a fixed order (sorted by path), so the text, its hash and the
+directions (with the few bracketed editorial insertions) are dropped. Plays come in a fixed order (sorted by path), so the text, its hash and the
 train/val split are the same on every machine.
 """
 
@@ -10,9 +10,9 @@ import importlib.util
 import re
 from pathlib import Path
 
-SPEAKER = re.compile(r"^\*\*(.+?)\*\*\s*$")
-# Stage directions inside a speech: "_\\[Within]_", "[To ROBIN]_", "_Exit_", "*Sound a horn.*".
-INLINE_DIRECTION = re.compile(r"_*\\?\[[^\]]*\]_*|_[^_]+_|\*[^*]+\*")
+SPEAKER = re.compile(r"^\*\*(.+?)\*\*[ \t]*$", re.MULTILINE)  # "**HAMLET**" on a line of its own
+# Stage directions: "_Exit_", "_\\[Within]_", "[To ROBIN]_", "*Sound a horn.*", some over several lines.
+DIRECTION = re.compile(r"_*\\?\[[^\]_\n]*\]?_*|_[^_]+_|\*[^*]+\*")
 MARKDOWN_ESCAPE = re.compile(r"\\(.)")  # "\\--" is Markdown for "--"
 
 
@@ -27,17 +27,16 @@ def plays_dir() -> Path:
 def play_to_text(markdown: str) -> str:
     """One play's Markdown as plain text: speeches separated by blank lines."""
     speeches = []
-    for block in re.split(r"\n\s*\n", markdown.strip()):
-        lines = block.split("\n")
-        speaker = SPEAKER.match(lines[0])
-        if speaker:
-            lines = [speaker.group(1).upper() + ":"] + lines[1:]
-        elif lines[0].startswith(("#", "_", "*")):
-            continue  # a heading, or a stage direction of one or more lines
-        text = [MARKDOWN_ESCAPE.sub(r"\1", INLINE_DIRECTION.sub("", line)).strip() for line in lines]
-        text = [line for line in text if line]
-        if len(text) > (1 if speaker else 0):
-            speeches.append("\n".join(text))
+    for paragraph in re.split(r"\n\s*\n", markdown.strip()):
+        if paragraph.startswith("#"):  # title, act or scene
+            continue
+        speakers = {name.upper() + ":" for name in SPEAKER.findall(paragraph)}
+        text = SPEAKER.sub(lambda match: match.group(1).upper() + ":", paragraph)
+        # Speaker names first: their ** would otherwise pair up with a direction's *.
+        text = MARKDOWN_ESCAPE.sub(r"\1", DIRECTION.sub("", text))
+        lines = [line.strip() for line in text.split("\n") if line.strip()]
+        if any(line not in speakers for line in lines):  # not only a name whose speech was all direction
+            speeches.append("\n".join(lines))
     return "\n\n".join(speeches)
 
 

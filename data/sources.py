@@ -45,9 +45,10 @@ def load_text(config: DataConfig) -> str:
 def text_files(config: DataConfig) -> str:
     if not config.path:
         raise DataError("data.path: data=text needs a file, e.g. data.path=notes.txt")
-    # One row per file (sample_by="document") keeps every newline, so the text is the files' exact bytes.
-    rows = datasets.load_dataset("text", data_files=config.path, sample_by="document", split="train")
-    return "".join(rows["text"])
+    # One row per file (sample_by="document") keeps every line break; "\r\n" comes back as "\n".
+    files = datasets.load_dataset("text", data_files=config.path, sample_by="document", split="train")["text"]
+    # Each file ends its last line before the next file begins.
+    return "".join(text if text.endswith("\n") else text + "\n" for text in files[:-1]) + files[-1]
 
 
 def hub_text(config: DataConfig) -> str:
@@ -63,7 +64,7 @@ def hub_text(config: DataConfig) -> str:
     try:
         rows = datasets.load_dataset(config.name, config.subset, split=config.split)
     except ConnectionError as error:  # offline, and the data set is not in the local cache
-        raise DataError(f"data.name={config.name}: offline (HF_HUB_OFFLINE=1) and not in the local cache; {instead}") from error
+        raise DataError(f"data.name={config.name}: the hub cannot be reached and the data set is not in the local cache; {instead}") from error
     if config.text_column not in rows.column_names:
         raise DataError(f"data.text_column={config.text_column}: not a column of {config.name}; it has {rows.column_names}")
     return "\n".join(rows[config.text_column])

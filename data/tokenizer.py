@@ -1,4 +1,7 @@
-"""Tokenizers through HF `tokenizers`: character level, or byte-level BPE. Both round-trip text exactly."""
+"""Tokenizers through HF `tokenizers`: character level, or byte-level BPE.
+
+Both give back exactly the text they encode: byte-level BPE for any text, the character tokenizer for
+text made of the characters of its training split (others become [UNK])."""
 
 from dataclasses import dataclass
 from enum import Enum

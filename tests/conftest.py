@@ -1,10 +1,14 @@
+import atexit
 import os
+import shutil
 import tempfile
 
 # Tests never touch the network, and keep the HF datasets cache out of the user's home.
 # Both must be set before `datasets` is first imported.
 os.environ["HF_HUB_OFFLINE"] = "1"
-os.environ.setdefault("HF_DATASETS_CACHE", tempfile.mkdtemp(prefix="tinylm-hf-"))
+if "HF_DATASETS_CACHE" not in os.environ:
+    os.environ["HF_DATASETS_CACHE"] = tempfile.mkdtemp(prefix="tinylm-hf-")
+    atexit.register(shutil.rmtree, os.environ["HF_DATASETS_CACHE"], ignore_errors=True)
 
 from pathlib import Path  # noqa: E402
 

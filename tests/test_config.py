@@ -10,7 +10,7 @@ from data import Source, TokenizerKind
 from model import QKInit
 from trainer import ConfigError, TrainConfig, pick_device, to_train_config
 
-# The settings an option cannot do without (its ??? values).
+# The settings an option cannot do without (null in its YAML, and checked when the data is loaded).
 REQUIRED = {"data=text": ["data.path=notes.txt"], "data=hub": ["data.name=karpathy/tiny_shakespeare"]}
 OPTIONS = sorted(f"{group.name}={option.stem}" for group in (ROOT / "configs").iterdir() if group.is_dir()
                  for option in group.glob("*.yaml"))  # fmt: skip
@@ -74,6 +74,7 @@ def test_key_added_with_plus_is_rejected_too(override):
         (["trainer.eval_interval=0"], "trainer.eval_interval=0: must be positive"),
         (["optim.lr=0"], "optim.lr=0.0: must be positive"),
         (["optim.warmup_steps=-1"], "optim.warmup_steps=-1: must not be negative"),
+        (["optim.min_lr=0.01"], "optim.min_lr=0.01: must not exceed optim.lr=0.003"),
         (["model.dropout=1.0"], "model.dropout=1.0: must be at least 0 and below 1"),
         (["data.val_fraction=0"], "data.val_fraction=0.0: must be between 0 and 1"),
         (["model.vocab_size=100"], "model.vocab_size=100: comes from the tokenizer"),

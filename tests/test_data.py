@@ -8,13 +8,14 @@ from data import (
     Source,
     TokenizerConfig,
     TokenizerKind,
+    check_fits,
     encode,
     get_batch,
     load_text,
     prepare_tokens,
     train_tokenizer,
 )
-from data.shakespeare import play_to_text, shakespeare_text
+from data.shakespeare import play_to_text, plays_dir, shakespeare_text
 
 CHAR = TokenizerConfig(kind=TokenizerKind.char)
 BPE = TokenizerConfig(kind=TokenizerKind.bpe, vocab_size=512)
@@ -29,15 +30,26 @@ def test_play_markdown_becomes_plain_text():
     markdown = (
         "# Hamlet\n\n## ACT I\n\n### SCENE I. Elsinore.\n\n_FRANCISCO at his post. Enter to him\nBERNARDO_\n\n"
         "**BERNARDO**  \nWho's there?\n\n**FRANCISCO**  \n_\\[Aside]_  \nNay, answer me:  \nstand, and unfold"
-        " yourself.\n\n_Exit_\n\n**Ghost**  \n\\--Swear!\n"
+        " yourself.\n\n_Exit_\n\n**Ghost**  \n\\--Swear!\n\n**HORATIO**  \n_\\[Within]_\n"
     )
     assert play_to_text(markdown) == (
         "BERNARDO:\nWho's there?\n\nFRANCISCO:\nNay, answer me:\nstand, and unfold yourself.\n\nGHOST:\n--Swear!"
+    )  # HORATIO said nothing but a direction
+
+
+def test_speech_after_a_direction_in_the_same_paragraph_is_kept():
+    markdown = (
+        "_\\[To SILVIUS]_  \nI will help you, if I can:\n\n"
+        "_\\[To FABIAN]_  \n**FABIAN**  \n_\\[Reads]_  \n'By the Lord, madam,\n\n"
+        "_Burthen _\\[dispersedly, within_\n\n*Enter King Edward, Derby,\nand Artois.*\n\n[To ROBIN]_  \nHold, sirrah."
     )
+    assert play_to_text(markdown) == "I will help you, if I can:\n\nFABIAN:\n'By the Lord, madam,\n\nHold, sirrah."
 
 
 def test_embedded_corpus_is_plain_text_of_every_play(corpus):
-    assert len(corpus) > 4_500_000
+    assert len(list(plays_dir().glob("*/*.md"))) == 38
+    assert corpus.startswith("THESEUS:\nNow, fair Hippolyta")  # comedies/a-midsummer-night-s-dream.md
+    assert corpus.endswith("\nLet our drums strike.\n")  # tragedies/timon-of-athens.md
     assert "To be, or not to be" in corpus and "HAMLET:\n" in corpus and "PROSPERO:\n" in corpus
     assert not set("#*_\\[]") & set(corpus)
     assert "  " not in corpus.replace("\n", "")  # Markdown's two-space line breaks are gone
@@ -79,6 +91,12 @@ def test_text_file_is_read_exactly_through_datasets(tmp_path):
     assert load_text(text_config(write(tmp_path / "a.txt", text), tmp_path)) == text
 
 
+def test_text_files_of_a_glob_are_joined_on_line_breaks_with_unix_line_endings(tmp_path):
+    write(tmp_path / "a.txt", "first file\r\nno newline at the end")
+    write(tmp_path / "b.txt", "second file\n")
+    assert load_text(text_config(tmp_path / "*.txt", tmp_path)) == "first file\nno newline at the end\nsecond file\n"
+
+
 def test_split_is_contiguous_with_validation_at_the_end(tmp_path):
     text = "".join(f"line {i}\n" for i in range(1000))
     data = prepare_tokens(text_config(write(tmp_path / "a.txt", text), tmp_path / "cache"), CHAR)
@@ -110,7 +128,7 @@ def test_cache_is_reused_and_rebuilt_when_text_or_tokenizer_change(tmp_path):
 
 def test_hub_source_offline_fails_at_once_naming_what_to_use_instead(tmp_path):
     config = DataConfig(source=Source.hub, name="karpathy/tiny_shakespeare", cache_dir=str(tmp_path))
-    with pytest.raises(DataError, match=r"data.name=karpathy/tiny_shakespeare: offline .* data=text data.path="):
+    with pytest.raises(DataError, match=r"data.name=karpathy/tiny_shakespeare: the hub cannot be reached .* data=text data.path="):
         load_text(config)
 
 
@@ -134,6 +152,13 @@ def test_batches_are_next_token_windows_from_a_seeded_generator():
     assert torch.equal(y[:, :-1], x[:, 1:]) and torch.equal(y[:, 0], x[:, 0] + 1)
     x2, _ = get_batch(tokens, 8, 16, torch.Generator().manual_seed(3), torch.device("cpu"))
     assert torch.equal(x, x2)
+
+
+def test_a_split_shorter_than_one_window_is_refused_naming_the_setting():
+    splits = {"train": np.arange(1000, dtype=np.uint16), "val": np.arange(64, dtype=np.uint16)}
+    check_fits(splits, 63)
+    with pytest.raises(DataError, match=r"^model.block_size=64: the val split has only 64 tokens"):
+        check_fits(splits, 64)
 
 
 def test_batches_reach_the_last_token_and_never_past_it():

@@ -59,6 +59,15 @@ def test_generate_with_top_k_1_is_greedy():
     assert torch.equal(out, greedy)
 
 
+@pytest.mark.parametrize("qk_init, std", [("unit", 256**-0.5), ("gpt2", 0.02), ("torch", (3 * 256) ** -0.5)])
+def test_model_draws_wq_and_wk_as_qk_init_says_and_the_rest_gpt2_style(qk_init, std):
+    model = tiny_model(qk_init=QKInit(qk_init), d_model=256, d_k=256, d_v=256, n_layer=2)
+    for block in model.blocks:
+        assert block.attn.W_Q.weight.std().item() == pytest.approx(std, rel=0.03)
+        assert block.attn.W_K.weight.std().item() == pytest.approx(std, rel=0.03)
+        assert block.attn.W_V.weight.std().item() == pytest.approx(0.02, rel=0.03)
+
+
 @pytest.mark.parametrize("qk_init", list(QKInit))
 def test_model_without_mlp_trains_one_step_with_every_qk_init(qk_init):
     model = tiny_model(mlp=False, qk_init=qk_init).train()

@@ -1,4 +1,5 @@
 import subprocess
+import time
 import sys
 from pathlib import Path
 
@@ -105,3 +106,17 @@ def test_cli_multirun_gives_each_job_its_own_run(tmp_path, cache_dir):
         assert (tmp_path / job / ".hydra" / "overrides.yaml").read_text().count(f"model.scale={scale}") == 1
         assert "val/loss" in events(tmp_path / job).Tags()["scalars"]
 
+
+
+def test_evaluation_time_is_left_out_of_throughput(tmp_path, cache_dir, monkeypatch):
+    evaluate = train.estimate_loss
+
+    def slow_evaluate(*args, **kwargs):
+        time.sleep(1.0)  # far longer than the ten training steps of a log window
+        return evaluate(*args, **kwargs)
+
+    monkeypatch.setattr(train, "estimate_loss", slow_evaluate)
+    short_run(tmp_path, cache_dir, "trainer.max_steps=30", "trainer.eval_interval=15", "trainer.log_interval=10")
+    # Windows 1-10 (after the evaluation at step 0), 11-20 (around the one at 15), 21-30 (before the last).
+    rates = [value for _, value in curve(events(tmp_path), "perf/tokens_per_sec")]
+    assert len(rates) == 3 and min(rates) > 0.2 * max(rates)

@@ -1,4 +1,6 @@
-"""The structured config schema: every key and type of configs/ is declared here and checked by Hydra."""
+"""The structured config schema of configs/: TrainConfig gathers each group's dataclass (ModelConfig from
+model/, DataConfig and TokenizerConfig from data/, OptimConfig and TrainerConfig here), so Hydra checks
+every key and type; check_values then checks the ranges."""
 
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -77,6 +79,8 @@ def check_values(config: TrainConfig) -> None:
     problems = [(key, "must be positive") for key in POSITIVE if value(key) <= 0]
     problems += [(key, "must not be negative") for key in NOT_NEGATIVE if value(key) < 0]
     problems += [(key, "must be at least 0 and below 1") for key in BELOW_ONE if not 0 <= value(key) < 1]
+    if config.optim.min_lr > config.optim.lr:
+        problems.append(("optim.min_lr", f"must not exceed optim.lr={config.optim.lr}: the schedule decays from lr to min_lr"))
     if not 0 < config.data.val_fraction < 1:
         problems.append(("data.val_fraction", "must be between 0 and 1"))
     if config.model.vocab_size is not None:

@@ -23,11 +23,11 @@ def log_hparams(writer: SummaryWriter, config: TrainConfig, metric_tags: list[st
 
 
 def flatten(tree: dict, prefix: str = "") -> dict:
-    """{"model": {"d_k": 128}} -> {"model.d_k": 128}, with None shown as a string."""
+    """{"model": {"d_k": 128, "x": None}} -> {"model.d_k": 128}: unset settings would only crowd the table."""
     flat = {}
     for key, value in tree.items():
         if isinstance(value, dict):
             flat |= flatten(value, f"{prefix}{key}.")
-        else:
-            flat[prefix + key] = "None" if value is None else value
+        elif value is not None:
+            flat[prefix + key] = value
     return flat
