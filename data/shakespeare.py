@@ -2,8 +2,8 @@
 
 The Markdown is turned into plain text in the layout of nanoGPT's tiny Shakespeare: a speaker's
 name on its own line ("HAMLET:"), then the speech; titles, act and scene headings and stage
-directions (with the few bracketed editorial insertions) are dropped. Plays come in a fixed order (sorted by path), so the text, its hash and the
-train/val split are the same on every machine.
+directions (with the few bracketed editorial insertions) are dropped. Plays come in a fixed order
+(sorted by path), so the text, its hash and the train/val split are the same on every machine.
 """
 
 import importlib.util

@@ -12,6 +12,7 @@ import numpy as np
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 
 UNKNOWN = "[UNK]"  # a character that never occurs in the training split
+LINES_PER_BATCH = 10_000  # lines encoded at once
 
 
 class TokenizerKind(Enum):
@@ -53,10 +54,10 @@ def token_dtype(tokenizer: Tokenizer) -> np.dtype:
     return np.dtype(np.uint16 if tokenizer.get_vocab_size() <= 1 << 16 else np.uint32)
 
 
-def encode(tokenizer: Tokenizer, text: str, lines_per_batch: int = 10_000) -> np.ndarray:
+def encode(tokenizer: Tokenizer, text: str) -> np.ndarray:
     """Token ids of `text`, as compact unsigned integers."""
     # A batch at a time: the Encoding objects cost far more memory than the ids they hold.
     lines = chunks(text)
-    batches = (tokenizer.encode_batch(lines[i : i + lines_per_batch]) for i in range(0, len(lines), lines_per_batch))
+    batches = (tokenizer.encode_batch(lines[i : i + LINES_PER_BATCH]) for i in range(0, len(lines), LINES_PER_BATCH))
     ids = chain.from_iterable(encoding.ids for batch in batches for encoding in batch)
     return np.fromiter(ids, dtype=token_dtype(tokenizer))
