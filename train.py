@@ -33,6 +33,7 @@ from trainer import (
     pick_device,
     register_schema,
     to_train_config,
+    train_step,
 )
 
 log = logging.getLogger("tinylm")
@@ -44,6 +45,7 @@ def train(config: TrainConfig, run_dir: Path) -> dict[str, float]:
     settings = config.trainer
     device = pick_device(settings.device)
     torch.manual_seed(settings.seed)
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True  # float32 matmuls on tensor cores
 
     # The data: token ids from the cache (tokenized on first use), and the tokenizer that made them.
     started = time.perf_counter()
@@ -62,6 +64,8 @@ def train(config: TrainConfig, run_dir: Path) -> dict[str, float]:
     config = replace(config, model=replace(config.model, vocab_size=vocab_size))
     model = TinyLM(config.model).to(device)
     optimizer = make_optimizer(model, config.optim)
+    if settings.compile:
+        model.compile()  # compiles forward in place: state_dict keys and model.loss stay as they are
     log.info(
         "model: %s parameters on %s; scale=%s causal=%s d_k=%d qk_init=%s",
         f"{sum(p.numel() for p in model.parameters()):,}", device,
@@ -77,7 +81,7 @@ def train(config: TrainConfig, run_dir: Path) -> dict[str, float]:
 
     def evaluate(step: int) -> dict[str, float]:
         losses = estimate_loss(
-            model, splits, settings.batch_size, settings.eval_iters, settings.seed + 1, device
+            model, splits, settings.batch_size, settings.eval_iters, settings.seed + 1, device, settings.precision
         )  # seed + 1: not the windows of the first training steps
         writer.add_scalar("train/loss_eval", losses["train"], step)
         writer.add_scalar("val/loss", losses["val"], step)
@@ -89,16 +93,9 @@ def train(config: TrainConfig, run_dir: Path) -> dict[str, float]:
     progress = tqdm(total=settings.max_steps, desc="train", unit="step", disable=None, dynamic_ncols=True)
     for step in range(1, settings.max_steps + 1):
         lr = learning_rate(step, config.optim, settings.max_steps)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
         x, y = get_batch(data.train, settings.batch_size, config.model.block_size, batches, device)
-        loss = model.loss(x, y)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if config.optim.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), config.optim.grad_clip)
-        optimizer.step()
-        loss_sum += loss.detach()  # summed on the device: reading it out waits for the step
+        loss_sum += train_step(model, optimizer, x, y, lr, config.optim.grad_clip, settings.precision)
+        # loss_sum stays on the device: reading it out waits for the step, so only at log intervals
 
         if step % settings.log_interval == 0 or step == settings.max_steps:
             steps_logged = step % settings.log_interval or settings.log_interval

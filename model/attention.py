@@ -34,13 +34,15 @@ class QKInit(Enum):
 
 
 class SingleHeadSelfAttention(nn.Module):
-    def __init__(self, d_model: int, d_k: int, d_v: int, *, scale: bool, causal: bool, qk_init: QKInit):
+    def __init__(
+        self, d_model: int, d_k: int, d_v: int, *, scale: bool, causal: bool, qk_init: QKInit, fused: bool = True
+    ):
         super().__init__()
         self.W_Q = nn.Linear(d_model, d_k, bias=False)
         self.W_K = nn.Linear(d_model, d_k, bias=False)
         self.W_V = nn.Linear(d_model, d_v, bias=False)
         self.W_O = nn.Linear(d_v, d_model, bias=False)
-        self.scale, self.causal, self.qk_init = scale, causal, qk_init
+        self.scale, self.causal, self.qk_init, self.fused = scale, causal, qk_init, fused
         self.reset_qk()
 
     def reset_qk(self) -> None:
@@ -55,9 +57,9 @@ class SingleHeadSelfAttention(nn.Module):
     def forward(self, x: Tensor, return_weights: bool = False) -> Tensor | tuple[Tensor, Tensor]:
         """x (B, T, d_model) -> (B, T, d_model); with return_weights, also the weights (B, T, T)."""
         q, k, v = self.W_Q(x), self.W_K(x), self.W_V(x)
-        if return_weights:  # the reference path: the fused kernel does not return its weights
+        if return_weights or not self.fused:  # the reference path; the fused kernel does not return weights
             y, weights = attention(q, k, v, scale=self.scale, causal=self.causal)
-            return self.W_O(y), weights
+            return (self.W_O(y), weights) if return_weights else self.W_O(y)
         # The fused kernel: scale=1.0 switches the division off. Its CPU flash path wants one width for
         # q, k and v, so the narrower side gets zero columns, which change no dot product and no sum.
         scale = 1 / math.sqrt(q.size(-1)) if self.scale else 1.0

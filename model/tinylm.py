@@ -23,6 +23,7 @@ class ModelConfig:
     scale: bool = True  # divide the scores by sqrt(d_k)
     causal: bool = True  # mask the future: position i sees only j <= i
     qk_init: QKInit = QKInit.unit
+    fused: bool = True  # train through F.scaled_dot_product_attention; false: the explicit reference path
 
 
 class MLP(nn.Sequential):
@@ -40,8 +41,9 @@ class Block(nn.Module):
         super().__init__()
         self.ln_attn = nn.LayerNorm(config.d_model)
         self.attn = SingleHeadSelfAttention(
-            config.d_model, config.d_k, config.d_v, scale=config.scale, causal=config.causal, qk_init=config.qk_init
-        )
+            config.d_model, config.d_k, config.d_v, scale=config.scale, causal=config.causal,
+            qk_init=config.qk_init, fused=config.fused,
+        )  # fmt: skip
         self.attn_dropout = nn.Dropout(config.dropout)
         self.ln_mlp = nn.LayerNorm(config.d_model) if config.mlp else None
         self.mlp = MLP(config) if config.mlp else None

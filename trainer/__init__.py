@@ -4,13 +4,16 @@ from trainer.config import ConfigError, OptimConfig, TrainConfig, TrainerConfig,
 from trainer.device import pick_device
 from trainer.evaluate import estimate_loss
 from trainer.optim import learning_rate, make_optimizer
+from trainer.step import Precision, autocast, train_step
 from trainer.tensorboard_log import log_hparams, log_sample
 
 __all__ = [
     "ConfigError",
     "OptimConfig",
+    "Precision",
     "TrainConfig",
     "TrainerConfig",
+    "autocast",
     "estimate_loss",
     "learning_rate",
     "log_hparams",
@@ -19,4 +22,5 @@ __all__ = [
     "pick_device",
     "register_schema",
     "to_train_config",
+    "train_step",
 ]

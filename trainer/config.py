@@ -11,6 +11,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from data import DataConfig, TokenizerConfig, TokenizerKind
 from model import ModelConfig
+from trainer.step import Precision
 
 
 class ConfigError(Exception):
@@ -38,6 +39,8 @@ class TrainerConfig:
     seed: int = 1337
     device: str = "auto"  # auto picks cuda, then mps, then cpu
     sample_tokens: int = 500  # generated at the end, into the log and TensorBoard
+    precision: Precision = Precision.fp32  # bf16: autocast matmuls to bfloat16 (for GPUs that have it)
+    compile: bool = False  # torch.compile the model: slower start, faster steps on a GPU
 
 
 @dataclass
