@@ -7,15 +7,17 @@
 """
 
 import logging
+import math
 import sys
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Optional
 
 import hydra
 import torch
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
@@ -35,13 +37,24 @@ from trainer import (
     to_train_config,
     train_step,
 )
+from trainer.checkpoint import BEST, FORMAT as CHECKPOINT_FORMAT, LAST, load_checkpoint, plain_config, restore_rng_states, rng_states, save_checkpoint
+from trainer.cli import run_with_one_line_errors
+from trainer.interrupt import Interrupted, NonFiniteLoss, StopSignals
+from trainer.resume import checkpoint_path, hydra_subdir, resumed_config, run_dir as resume_run_dir
 
 log = logging.getLogger("tinylm")
 register_schema()
+# configs/train.yaml's hydra.run: a resumed run keeps its directory
+OmegaConf.register_new_resolver("run_dir", resume_run_dir)
+OmegaConf.register_new_resolver("hydra_subdir", hydra_subdir)
 
 
-def train(config: TrainConfig, run_dir: Path) -> dict[str, float]:
-    """Train as `config` says, writing into `run_dir`; returns the final evaluation's losses."""
+def train(config: TrainConfig, run_dir: Path, checkpoint: Optional[dict] = None) -> dict[str, float]:
+    """Train as `config` says, writing into `run_dir`, from the start or from `checkpoint`.
+
+    Returns the last evaluation's losses. Raises Interrupted after SIGINT or SIGTERM (a checkpoint is saved
+    first) and NonFiniteLoss when the loss stops being a number (the last good checkpoint stays).
+    """
     settings = config.trainer
     device = pick_device(settings.device)
     torch.manual_seed(settings.seed)
@@ -52,6 +65,8 @@ def train(config: TrainConfig, run_dir: Path) -> dict[str, float]:
     data = prepare_tokens(config.data, config.tokenizer)
     splits = {"train": data.train, "val": data.val}
     check_fits(splits, config.model.block_size)
+    if checkpoint and checkpoint["tokenizer"] != data.tokenizer.to_str():
+        raise DataError("trainer.resume: the training text or tokenizer changed since the checkpoint was written")
     data.tokenizer.save(str(run_dir / "tokenizer.json"))
     vocab_size = data.tokenizer.get_vocab_size()
     log.info(
@@ -60,10 +75,19 @@ def train(config: TrainConfig, run_dir: Path) -> dict[str, float]:
         "tokenized into" if data.built else "read from", data.path, time.perf_counter() - started,
     )  # fmt: skip
 
-    # The model and its optimizer.
+    # The model and its optimizer, fresh or as the checkpoint left them.
     config = replace(config, model=replace(config.model, vocab_size=vocab_size))
     model = TinyLM(config.model).to(device)
     optimizer = make_optimizer(model, config.optim)
+    batches = torch.Generator().manual_seed(settings.seed)  # draws the training windows
+    first_step, best_val, loss_sum = 1, math.inf, torch.zeros((), device=device)
+    if checkpoint:
+        model.load_state_dict(checkpoint["model"])
+        optimizer.load_state_dict(checkpoint["optimizer"])
+        restore_rng_states(checkpoint["rng"], batches)
+        first_step, best_val = checkpoint["step"] + 1, checkpoint["best_val"]
+        loss_sum = checkpoint["loss_sum"].to(device)  # a log window may span the interruption
+        log.info("resumed from step %d of %s", checkpoint["step"], run_dir)
     if settings.compile:
         model.compile()  # compiles forward in place: state_dict keys and model.loss stay as they are
     log.info(
@@ -72,12 +96,9 @@ def train(config: TrainConfig, run_dir: Path) -> dict[str, float]:
         config.model.scale, config.model.causal, config.model.d_k, config.model.qk_init.name,
     )  # fmt: skip
 
-    # The loop: a step on a random batch; every log_interval steps the mean training loss, every
-    # eval_interval steps (and at the first and the last) the loss on both splits.
-    writer = SummaryWriter(run_dir)
-    batches = torch.Generator().manual_seed(settings.seed)
+    # TensorBoard drops whatever a killed run logged after its checkpoint: no step appears twice.
+    writer = SummaryWriter(run_dir, purge_step=first_step if checkpoint else None)
     tokens_per_step = settings.batch_size * config.model.block_size
-    loss_sum = torch.zeros((), device=device)
 
     def evaluate(step: int) -> dict[str, float]:
         losses = estimate_loss(
@@ -88,30 +109,61 @@ def train(config: TrainConfig, run_dir: Path) -> dict[str, float]:
         log.info("step %d: train loss %.4f, val loss %.4f", step, losses["train"], losses["val"])
         return losses
 
-    losses = evaluate(0)
-    last_log = time.perf_counter()
-    progress = tqdm(total=settings.max_steps, desc="train", unit="step", disable=None, dynamic_ncols=True)
-    for step in range(1, settings.max_steps + 1):
-        lr = learning_rate(step, config.optim, settings.max_steps)
-        x, y = get_batch(data.train, settings.batch_size, config.model.block_size, batches, device)
-        loss_sum += train_step(model, optimizer, x, y, lr, config.optim.grad_clip, settings.precision)
-        # loss_sum stays on the device: reading it out waits for the step, so only at log intervals
+    def save(name: str, step: int) -> None:
+        writer.flush()  # everything logged up to this step is on disk before the checkpoint says so
+        state = {
+            "format": CHECKPOINT_FORMAT, "step": step, "config": plain_config(config),
+            "model": model.state_dict(), "optimizer": optimizer.state_dict(), "rng": rng_states(batches),
+            "loss_sum": loss_sum.detach().cpu(), "best_val": best_val, "tokenizer": data.tokenizer.to_str(),
+        }  # fmt: skip
+        save_checkpoint(state, run_dir / name)
 
-        if step % settings.log_interval == 0 or step == settings.max_steps:
-            steps_logged = step % settings.log_interval or settings.log_interval
-            now = time.perf_counter()
-            train_loss, tokens_per_sec = loss_sum.item() / steps_logged, steps_logged * tokens_per_step / (now - last_log)
-            writer.add_scalar("train/loss", train_loss, step)
-            writer.add_scalar("train/lr", lr, step)
-            writer.add_scalar("perf/tokens_per_sec", tokens_per_sec, step)
-            progress.set_postfix(loss=f"{train_loss:.3f}", tok_s=f"{tokens_per_sec:,.0f}", refresh=False)
-            loss_sum.zero_()
-            last_log = time.perf_counter()
-        progress.update()
-        if step % settings.eval_interval == 0 or step == settings.max_steps:
-            eval_started = time.perf_counter()
-            losses = evaluate(step)
-            last_log += time.perf_counter() - eval_started  # evaluation time is not training throughput
+    # The loop: a step on a random batch; every log_interval steps the mean training loss, every
+    # eval_interval steps (and at the first and the last) the loss on both splits and a checkpoint of the
+    # best model; every ckpt_interval steps (and at the last) a checkpoint to resume from.
+    losses = evaluate(0) if not checkpoint else {}
+    first_nonfinite = torch.zeros((), dtype=torch.long, device=device)  # a step number, kept on the device
+    progress = tqdm(initial=first_step - 1, total=settings.max_steps, desc="train", unit="step", disable=None, dynamic_ncols=True)
+    with StopSignals() as stop:
+        last_log = time.perf_counter()
+        for step in range(first_step, settings.max_steps + 1):
+            lr = learning_rate(step, config.optim, settings.max_steps)
+            x, y = get_batch(data.train, settings.batch_size, config.model.block_size, batches, device)
+            loss = train_step(model, optimizer, x, y, lr, config.optim.grad_clip, settings.precision)
+            # Both stay on the device: reading them waits for the step, so only when logging or saving.
+            loss_sum += loss
+            first_nonfinite = torch.where((first_nonfinite == 0) & ~loss.isfinite(), step, first_nonfinite)
+            progress.update()
+
+            last = step == settings.max_steps
+            log_now = step % settings.log_interval == 0 or last
+            eval_now = step % settings.eval_interval == 0 or last
+            save_now = step % settings.ckpt_interval == 0 or last or stop.requested is not None
+            if (log_now or eval_now or save_now) and first_nonfinite.item():
+                writer.close()
+                raise NonFiniteLoss(int(first_nonfinite), run_dir)
+            if log_now:
+                steps_logged = step % settings.log_interval or settings.log_interval
+                now = time.perf_counter()
+                train_loss, tokens_per_sec = loss_sum.item() / steps_logged, steps_logged * tokens_per_step / (now - last_log)
+                writer.add_scalar("train/loss", train_loss, step)
+                writer.add_scalar("train/lr", lr, step)
+                writer.add_scalar("perf/tokens_per_sec", tokens_per_sec, step)
+                progress.set_postfix(loss=f"{train_loss:.3f}", tok_s=f"{tokens_per_sec:,.0f}", refresh=False)
+                loss_sum.zero_()
+                last_log = time.perf_counter()
+            if eval_now:
+                eval_started = time.perf_counter()
+                losses = evaluate(step)
+                if losses["val"] < best_val:
+                    best_val = losses["val"]
+                    save(BEST, step)
+                last_log += time.perf_counter() - eval_started  # evaluation time is not training throughput
+            if save_now:
+                save(LAST, step)
+            if stop.requested and not last:
+                writer.close()
+                raise Interrupted(stop.requested, step, run_dir)
     progress.close()
 
     # What the model writes now, and the run's settings next to its final losses.
@@ -125,19 +177,28 @@ def train(config: TrainConfig, run_dir: Path) -> dict[str, float]:
     return losses
 
 
-@hydra.main(version_base="1.3", config_path="configs", config_name="train")
+@hydra.main(version_base="1.3", config_path=str(Path(__file__).parent / "configs"), config_name="train")
 def main(cfg: DictConfig) -> float:
-    run_dir = Path(HydraConfig.get().runtime.output_dir)
     try:
-        config = to_train_config(cfg)  # every value checked before any work starts
+        # Every value is checked before any work starts; a resumed run takes its settings from its checkpoint.
+        checkpoint, run_dir = None, Path(HydraConfig.get().runtime.output_dir)
+        if cfg.trainer.resume:
+            path = checkpoint_path(cfg.trainer.resume)
+            checkpoint, run_dir = load_checkpoint(path), path.parent
+            config = resumed_config(checkpoint["config"], cfg, HydraConfig.get().overrides.task, checkpoint["step"])
+        else:
+            config = to_train_config(cfg)
         with logging_redirect_tqdm():
             started = time.perf_counter()
-            losses = train(config, run_dir)
+            losses = train(config, run_dir, checkpoint)
         log.info("done in %.0fs: val loss %.4f; tensorboard --logdir %s", time.perf_counter() - started, losses["val"], run_dir)
-    except (ConfigError, DataError) as error:
+    except (ConfigError, DataError, NonFiniteLoss) as error:
         sys.exit(f"error: {error}")  # one line, no traceback: the message names the setting
+    except Interrupted as stopped:
+        print(stopped, file=sys.stderr)
+        sys.exit(stopped.exit_status)
     return losses["val"]  # for Hydra sweepers that minimise it
 
 
 if __name__ == "__main__":
-    main()
+    run_with_one_line_errors(main)

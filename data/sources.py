@@ -1,8 +1,11 @@
 """Where the training text comes from: the embedded Shakespeare, local text files, or a hub data set."""
 
+import glob
+import os
 import socket
 from dataclasses import dataclass
 from enum import Enum
+from pathlib import Path
 from typing import Optional
 from urllib.parse import urlparse
 
@@ -43,12 +46,34 @@ def load_text(config: DataConfig) -> str:
 
 
 def text_files(config: DataConfig) -> str:
-    if not config.path:
-        raise DataError("data.path: data=text needs a file, e.g. data.path=notes.txt")
     # One row per file (sample_by="document") keeps every line break; "\r\n" comes back as "\n".
-    files = datasets.load_dataset("text", data_files=config.path, sample_by="document", split="train")["text"]
+    files = datasets.load_dataset("text", data_files=checked_paths(config.path), sample_by="document", split="train")["text"]
     # Each file ends its last line before the next file begins.
     return "".join(text if text.endswith("\n") else text + "\n" for text in files[:-1]) + files[-1]
+
+
+def checked_paths(pattern: Optional[str]) -> list[str]:
+    """The files data.path names, each an existing, non-empty UTF-8 file; else DataError saying which is not."""
+    if not pattern:
+        raise DataError("data.path: data=text needs a file, e.g. data.path=notes.txt")
+    expanded = os.path.expanduser(pattern)
+    paths = sorted(glob.glob(expanded)) if glob.has_magic(expanded) else [expanded]
+    if not paths or not os.path.exists(paths[0]):
+        raise DataError(f"data.path={pattern}: no such file" + (" matches" if glob.has_magic(expanded) else ""))
+    for path in paths:
+        if os.path.isdir(path):
+            raise DataError(f"data.path={pattern}: {path} is a directory; give a file, or a glob such as {path}/*.txt")
+        raw = Path(path).read_bytes()
+        if not raw:
+            raise DataError(f"data.path={pattern}: {path} is empty")
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise DataError(
+                f"data.path={pattern}: {path} is not UTF-8 text (byte 0x{raw[error.start]:02x} at offset {error.start}); "
+                "convert it first, e.g. iconv -f latin1 -t utf-8"
+            ) from None
+    return paths
 
 
 def hub_text(config: DataConfig) -> str:

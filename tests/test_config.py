@@ -12,13 +12,12 @@ from trainer import ConfigError, TrainConfig, pick_device, to_train_config
 
 # The settings an option cannot do without (null in its YAML, and checked when the data is loaded).
 REQUIRED = {"data=text": ["data.path=notes.txt"], "data=hub": ["data.name=karpathy/tiny_shakespeare"]}
-OPTIONS = sorted(f"{group.name}={option.stem}" for group in (ROOT / "configs").iterdir() if group.is_dir()
-                 for option in group.glob("*.yaml"))  # fmt: skip
+GROUPS = ["model", "data", "tokenizer", "optim", "trainer"]  # the schema's groups; experiment presets are tested apart
+OPTIONS = sorted(f"{group}={option.stem}" for group in GROUPS for option in (ROOT / "configs" / group).glob("*.yaml"))
 
 
 def test_every_group_has_options():
-    groups = {option.split("=")[0] for option in OPTIONS}
-    assert groups == {"model", "data", "tokenizer", "optim", "trainer"}
+    assert {option.split("=")[0] for option in OPTIONS} == set(GROUPS)
 
 
 @pytest.mark.parametrize("option", OPTIONS)
@@ -103,10 +102,10 @@ def run_train(*overrides: str, timeout: int = 60) -> subprocess.CompletedProcess
     )
 
 
-def test_cli_rejects_an_unknown_key_without_a_traceback(tmp_path):
+def test_cli_rejects_an_unknown_key_in_one_line(tmp_path):
     result = run_train("model.d_kk=3", f"hydra.run.dir={tmp_path}")
-    assert result.returncode != 0
-    assert "full_key: model.d_kk" in result.stderr and "Traceback" not in result.stderr
+    assert result.returncode == 1
+    assert result.stderr == "error: model.d_kk: Key 'd_kk' not in 'ModelConfig'\n"
     assert not (tmp_path / "train.log").exists()  # rejected before any work
 
 

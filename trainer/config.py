@@ -4,6 +4,7 @@ every key and type; check_values then checks the ranges."""
 
 from dataclasses import dataclass, field
 from operator import attrgetter
+from typing import Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
@@ -41,6 +42,8 @@ class TrainerConfig:
     sample_tokens: int = 500  # generated at the end, into the log and TensorBoard
     precision: Precision = Precision.fp32  # bf16: autocast matmuls to bfloat16 (for GPUs that have it)
     compile: bool = False  # torch.compile the model: slower start, faster steps on a GPU
+    ckpt_interval: int = 500  # write last.pt every this many steps (and at the end); best.pt at each new best val loss
+    resume: Optional[str] = None  # a run directory or checkpoint file to continue, in its own directory
 
 
 @dataclass
@@ -71,7 +74,7 @@ def to_train_config(cfg: DictConfig) -> TrainConfig:
 
 POSITIVE = ["model.block_size", "model.d_model", "model.d_k", "model.d_v", "model.n_layer", "optim.lr",
             "trainer.max_steps", "trainer.batch_size", "trainer.eval_interval", "trainer.eval_iters",
-            "trainer.log_interval"]  # fmt: skip
+            "trainer.log_interval", "trainer.ckpt_interval"]  # fmt: skip
 NOT_NEGATIVE = ["optim.min_lr", "optim.warmup_steps", "optim.weight_decay", "optim.grad_clip", "trainer.sample_tokens"]
 BELOW_ONE = ["model.dropout", "optim.beta1", "optim.beta2"]  # and not negative
 
@@ -84,6 +87,8 @@ def check_values(config: TrainConfig) -> None:
     problems += [(key, "must be at least 0 and below 1") for key in BELOW_ONE if not 0 <= value(key) < 1]
     if config.optim.min_lr > config.optim.lr:
         problems.append(("optim.min_lr", f"must not exceed optim.lr={config.optim.lr}: the schedule decays from lr to min_lr"))
+    if config.trainer.eval_interval > config.trainer.max_steps:
+        problems.append(("trainer.eval_interval", f"must not exceed trainer.max_steps={config.trainer.max_steps}"))
     if not 0 < config.data.val_fraction < 1:
         problems.append(("data.val_fraction", "must be between 0 and 1"))
     if config.model.vocab_size is not None:
