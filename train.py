@@ -135,10 +135,10 @@ def train(config: TrainConfig, run_dir: Path, checkpoint: Optional[dict] = None)
             first_nonfinite = torch.where((first_nonfinite == 0) & ~loss.isfinite(), step, first_nonfinite)
             progress.update()
 
-            last = step == settings.max_steps
+            last, stopping = step == settings.max_steps, stop.requested  # a signal from now on counts at the next step
             log_now = step % settings.log_interval == 0 or last
             eval_now = step % settings.eval_interval == 0 or last
-            save_now = step % settings.ckpt_interval == 0 or last or stop.requested is not None
+            save_now = step % settings.ckpt_interval == 0 or last or stopping is not None
             if (log_now or eval_now or save_now) and first_nonfinite.item():
                 writer.close()
                 raise NonFiniteLoss(int(first_nonfinite), run_dir)
@@ -161,9 +161,9 @@ def train(config: TrainConfig, run_dir: Path, checkpoint: Optional[dict] = None)
                 last_log += time.perf_counter() - eval_started  # evaluation time is not training throughput
             if save_now:
                 save(LAST, step)
-            if stop.requested and not last:
+            if stopping and not last:
                 writer.close()
-                raise Interrupted(stop.requested, step, run_dir)
+                raise Interrupted(stopping, step, run_dir)
     progress.close()
 
     # What the model writes now, and the run's settings next to its final losses.

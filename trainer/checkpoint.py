@@ -8,6 +8,7 @@ kill at any instant leaves the previous checkpoint whole.
 import os
 import random
 import uuid
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +48,8 @@ def load_checkpoint(path: Path) -> dict:
     """The checkpoint at `path`, checked to be tinylm's and to fit its own model settings; else CheckpointError."""
     if not path.is_file():
         raise CheckpointError(f"{path}: no such checkpoint file")
+    if not zipfile.is_zipfile(path):  # torch.save writes a zip archive; a truncated one has lost its directory
+        raise CheckpointError(f"{path}: not a tinylm checkpoint (not a complete file written by torch.save)")
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)  # never unpickles code
     except Exception as error:  # truncated, random bytes, a pickle of arbitrary objects: all refused alike

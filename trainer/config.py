@@ -85,9 +85,9 @@ def check_values(config: TrainConfig) -> None:
     problems = [(key, "must be positive") for key in POSITIVE if value(key) <= 0]
     problems += [(key, "must not be negative") for key in NOT_NEGATIVE if value(key) < 0]
     problems += [(key, "must be at least 0 and below 1") for key in BELOW_ONE if not 0 <= value(key) < 1]
-    if config.optim.min_lr > config.optim.lr:
+    if 0 < config.optim.lr < config.optim.min_lr:
         problems.append(("optim.min_lr", f"must not exceed optim.lr={config.optim.lr}: the schedule decays from lr to min_lr"))
-    if config.trainer.eval_interval > config.trainer.max_steps:
+    if 0 < config.trainer.max_steps < config.trainer.eval_interval:
         problems.append(("trainer.eval_interval", f"must not exceed trainer.max_steps={config.trainer.max_steps}"))
     if not 0 < config.data.val_fraction < 1:
         problems.append(("data.val_fraction", "must be between 0 and 1"))

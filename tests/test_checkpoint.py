@@ -1,0 +1,128 @@
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+from tokenizers import Tokenizer
+
+from conftest import ROOT
+from test_train import curve, events, short_run
+from trainer.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory, cache_dir):
+    run_dir = tmp_path_factory.mktemp("run")
+    short_run(run_dir, cache_dir, "trainer.ckpt_interval=20")
+    return run_dir
+
+
+@pytest.mark.slow
+def test_checkpoint_holds_all_a_resume_needs_in_plain_types(run_dir):
+    state = torch.load(run_dir / "last.pt", weights_only=True)  # tensors and plain containers only
+    assert state["step"] == 60 and state["format"] == "tinylm-checkpoint-1"
+    assert {"model", "optimizer", "rng", "loss_sum", "best_val", "config", "tokenizer"} <= state.keys()
+    assert set(state["rng"]) == {"torch", "cuda", "numpy", "python", "batches"}
+    assert state["config"]["model"]["d_model"] == 64 and state["config"]["model"]["qk_init"] == "unit"
+    assert state["optimizer"]["state"]  # Adam's moments
+    assert Tokenizer.from_str(state["tokenizer"]).get_vocab_size() == state["config"]["model"]["vocab_size"]
+
+
+@pytest.mark.slow
+def test_best_checkpoint_is_the_lowest_validation_loss(run_dir):
+    best, val = load_checkpoint(run_dir / "best.pt"), curve(events(run_dir), "val/loss")
+    assert (best["step"], best["best_val"]) == min(val, key=lambda point: point[1])
+
+
+def test_a_failed_write_leaves_the_previous_checkpoint_and_no_temporary_file(tmp_path, monkeypatch):
+    path = tmp_path / "last.pt"
+    save_checkpoint({"step": 1}, path)
+
+    def crash_midway(state, file):
+        file.write(b"half a checkpoint")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(torch, "save", crash_midway)
+    with pytest.raises(OSError):
+        save_checkpoint({"step": 2}, path)
+    assert torch.load(path, weights_only=True) == {"step": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["last.pt"]
+
+
+WRITER = """
+import sys, torch
+from pathlib import Path
+from trainer.checkpoint import save_checkpoint
+step = 0
+while True:
+    step += 1
+    save_checkpoint({"step": step, "weights": torch.full((500_000,), float(step))}, Path(sys.argv[1]))
+    print(step, flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_a_kill_at_any_instant_leaves_a_whole_checkpoint(tmp_path):
+    path = tmp_path / "last.pt"
+    for delay in (0.0, 0.003, 0.007, 0.013, 0.021, 0.034):  # different points of a write (each takes ~10 ms)
+        writer = subprocess.Popen([sys.executable, "-c", WRITER, str(path)], cwd=ROOT, stdout=subprocess.PIPE)
+        writer.stdout.readline()  # the first checkpoint is written
+        time.sleep(delay)
+        writer.send_signal(signal.SIGKILL)
+        writer.wait()
+        state = torch.load(path, weights_only=True)
+        assert torch.equal(state["weights"], torch.full((500_000,), float(state["step"])))
+
+
+def test_random_bytes_are_refused(tmp_path):
+    path = tmp_path / "noise.pt"
+    path.write_bytes(os.urandom(4096))
+    with pytest.raises(CheckpointError, match="noise.pt: not a tinylm checkpoint"):
+        load_checkpoint(path)
+
+
+def test_a_pickle_that_would_run_code_is_refused_without_running_it(tmp_path):
+    marker = tmp_path / "ran"
+
+    class Payload:
+        def __reduce__(self):
+            return os.system, (f"touch {marker}",)
+
+    path = tmp_path / "evil.pt"
+    torch.save({"model": Payload()}, path)
+    with pytest.raises(CheckpointError, match="refused to unpickle it"):
+        load_checkpoint(path)
+    assert not marker.exists()
+
+
+def test_a_missing_file_is_named(tmp_path):
+    with pytest.raises(CheckpointError, match="no such checkpoint file"):
+        load_checkpoint(tmp_path / "nope.pt")
+
+
+def test_a_foreign_state_dict_is_refused(tmp_path):
+    path = tmp_path / "other.pt"
+    torch.save(torch.nn.Linear(3, 3).state_dict(), path)
+    with pytest.raises(CheckpointError, match="format tinylm-checkpoint-1 expected"):
+        load_checkpoint(path)
+
+
+@pytest.mark.slow
+def test_a_truncated_checkpoint_is_refused(run_dir, tmp_path):
+    path = tmp_path / "cut.pt"
+    path.write_bytes((run_dir / "last.pt").read_bytes()[:50_000])
+    with pytest.raises(CheckpointError, match="cut.pt: not a tinylm checkpoint .not a complete file"):
+        load_checkpoint(path)
+
+
+@pytest.mark.slow
+def test_weights_of_another_model_shape_are_refused(run_dir, tmp_path):
+    state = torch.load(run_dir / "last.pt", weights_only=True)
+    state["config"]["model"]["d_model"] = 32  # settings that do not fit the stored weights
+    path = tmp_path / "reshaped.pt"
+    torch.save(state, path)
+    with pytest.raises(CheckpointError, match="its weights do not fit its model settings"):
+        load_checkpoint(path)

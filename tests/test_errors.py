@@ -1,0 +1,91 @@
+"""The README's troubleshooting table, row by row: each mistake gives one line naming the setting or file,
+exit status 1, and leaves nothing behind that could break the next run."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+import train
+from test_train import short_run
+from trainer.cli import run_with_one_line_errors
+
+# (overrides, the whole message); {tmp} is a scratch directory holding the files the row needs.
+ROWS = [
+    (["model.dk=3"], "model.dk: Key 'dk' not in 'ModelConfig'"),
+    (["+model.heads=2"], "model.heads: Key 'heads' not in 'ModelConfig'"),
+    (["model.d_k=abc"], "model.d_k: Value 'abc' of type 'str' could not be converted to Integer"),
+    (["data=wiki"], "In 'train': Could not find 'data/wiki' Available options in 'data': hub shakespeare text"),
+    (["model.d_model=0"], "model.d_model=0: must be positive"),
+    (["model.d_k=-8"], "model.d_k=-8: must be positive"),
+    (["model.d_v=0"], "model.d_v=0: must be positive"),
+    (["model.n_layer=0"], "model.n_layer=0: must be positive"),
+    (["model.block_size=0"], "model.block_size=0: must be positive"),
+    (["trainer.batch_size=0"], "trainer.batch_size=0: must be positive"),
+    (["trainer.max_steps=0"], "trainer.max_steps=0: must be positive"),
+    (["trainer.eval_iters=0"], "trainer.eval_iters=0: must be positive"),
+    (["optim.lr=0"], "optim.lr=0.0: must be positive"),
+    (["optim.lr=-0.001"], "optim.lr=-0.001: must be positive"),
+    (["optim.lr=1e-4"], "optim.min_lr=0.0003: must not exceed optim.lr=0.0001: the schedule decays from lr to min_lr"),
+    (["model.dropout=1"], "model.dropout=1.0: must be at least 0 and below 1"),
+    (["model.dropout=-0.1"], "model.dropout=-0.1: must be at least 0 and below 1"),
+    (["trainer.eval_interval=5000"], "trainer.eval_interval=5000: must not exceed trainer.max_steps=3000"),
+    (["data=text", "data.path={tmp}/short.txt"], "model.block_size=64: the val split has only 22 tokens; "
+     "lower model.block_size, or give it more text (data.val_fraction sets the val share)"),
+    (["data=text"], "data.path: data=text needs a file, e.g. data.path=notes.txt"),
+    (["data=text", "data.path={tmp}/missing.txt"], "data.path={tmp}/missing.txt: no such file"),
+    (["data=text", "data.path={tmp}/*.md"], "data.path={tmp}/*.md: no such file matches"),
+    (["data=text", "data.path={tmp}"], "data.path={tmp}: {tmp} is a directory; give a file, or a glob such as {tmp}/*.txt"),
+    (["data=text", "data.path={tmp}/empty.txt"], "data.path={tmp}/empty.txt: {tmp}/empty.txt is empty"),
+    (["data=text", "data.path={tmp}/latin1.txt"], "data.path={tmp}/latin1.txt: {tmp}/latin1.txt is not UTF-8 text "
+     "(byte 0xe9 at offset 3); convert it first, e.g. iconv -f latin1 -t utf-8"),
+    (["tokenizer=bpe", "tokenizer.vocab_size=100"], "tokenizer.vocab_size=100: must be at least 256 for tokenizer=bpe: "
+     "its alphabet is the 256 bytes"),
+    (["data=hub", "data.name=karpathy/tiny_shakespeare"], "data.name=karpathy/tiny_shakespeare: the hub cannot be "
+     "reached and the data set is not in the local cache; train on local files with data=text data.path=FILE, or "
+     "on the embedded corpus with data=shakespeare"),
+    (["trainer.resume={tmp}/nowhere"], "trainer.resume={tmp}/nowhere: no such run directory or checkpoint file"),
+    (["trainer.resume={tmp}"], "{tmp}/last.pt: no such checkpoint file"),
+    (["trainer.resume={tmp}/short.txt"], "{tmp}/short.txt: not a tinylm checkpoint (not a complete file written "
+     "by torch.save)"),
+]  # fmt: skip
+
+
+@pytest.fixture
+def scratch(tmp_path) -> Path:
+    (tmp_path / "short.txt").write_text("to be, or not to be: that is the question.\n" * 5)  # 220 characters
+    (tmp_path / "empty.txt").write_text("")
+    (tmp_path / "latin1.txt").write_bytes("caf\xe9\n".encode("latin-1"))
+    return tmp_path
+
+
+def run_train(monkeypatch, *overrides: str) -> str:
+    """train.py's command line, in this process; returns what it printed as its error."""
+    monkeypatch.setattr(sys, "argv", ["train.py", *overrides])
+    with pytest.raises(SystemExit) as stopped:
+        run_with_one_line_errors(train.main)
+    return stopped.value.code
+
+
+@pytest.mark.parametrize("overrides, message", ROWS, ids=[" ".join(overrides) for overrides, _ in ROWS])
+def test_mistake_gets_one_line_naming_the_setting(overrides, message, scratch, cache_dir, monkeypatch):
+    run_dir = scratch / "run"
+    overrides = [override.format(tmp=scratch) for override in overrides]
+    error = run_train(monkeypatch, *overrides, f"hydra.run.dir={run_dir}", f"data.cache_dir={cache_dir}")
+    assert error == "error: " + message.format(tmp=scratch)
+    assert not list(run_dir.glob("*.pt")) and not list(run_dir.glob("events.*"))  # nothing a later run could trip on
+    assert not [path for path in cache_dir.iterdir() if path.name.startswith(".")]  # no half-built cache entry
+
+
+@pytest.mark.slow
+def test_resume_refuses_to_change_the_model_or_data_naming_the_keys(tmp_path, cache_dir, monkeypatch):
+    short_run(tmp_path, cache_dir)
+    error = run_train(monkeypatch, f"trainer.resume={tmp_path}", "model.d_k=64", "data.val_fraction=0.2",
+                      "trainer.max_steps=100")  # fmt: skip
+    assert error == (
+        "error: trainer.resume: data.val_fraction, model.d_k cannot change when a run resumes (its settings come "
+        "from the checkpoint); only trainer.max_steps, trainer.ckpt_interval, trainer.device, trainer.sample_tokens, "
+        "data.cache_dir can. Start a new run to change them"
+    )
+    error = run_train(monkeypatch, f"trainer.resume={tmp_path}", "trainer.max_steps=40")
+    assert error == "error: trainer.max_steps=40: the run being resumed is at step 60 already; raise trainer.max_steps to train on"

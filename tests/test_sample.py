@@ -1,0 +1,60 @@
+import sys
+
+import pytest
+
+import sample
+from test_train import short_run
+from trainer.cli import run_with_one_line_errors
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def char_run(tmp_path_factory, cache_dir):
+    run_dir = tmp_path_factory.mktemp("char")
+    short_run(run_dir, cache_dir)
+    return run_dir
+
+
+def run_sample(monkeypatch, capsys, *overrides: str) -> str:
+    monkeypatch.setattr(sys, "argv", ["sample.py", *overrides])
+    run_with_one_line_errors(sample.main)
+    return capsys.readouterr().out
+
+
+def test_samples_continue_the_prompt_and_repeat_with_the_seed(char_run, monkeypatch, capsys):
+    settings = [f"ckpt={char_run}", "prompt=ROMEO:", "num_samples=3", "max_new_tokens=40", "temperature=0.8", "top_k=10"]
+    out = run_sample(monkeypatch, capsys, *settings)
+    samples = out.split("\n" + "-" * 40 + "\n")
+    assert len(samples) == 3 and all(text.startswith("ROMEO:") for text in samples)
+    assert len(set(samples)) == 3  # three different continuations
+    assert run_sample(monkeypatch, capsys, *settings) == out
+    assert run_sample(monkeypatch, capsys, *settings, "seed=2") != out
+
+
+def test_best_checkpoint_file_can_be_named(char_run, monkeypatch, capsys):
+    assert run_sample(monkeypatch, capsys, f"ckpt={char_run / 'best.pt'}", "max_new_tokens=5").strip()
+
+
+def test_a_character_the_model_never_saw_is_refused_by_name(char_run, monkeypatch, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        run_sample(monkeypatch, capsys, f"ckpt={char_run}", 'prompt="ROMEO: ☃"')
+    assert stopped.value.code == "error: prompt: '☃' never occurred in this model's training text"
+
+
+def test_byte_level_bpe_encodes_any_prompt(tmp_path, cache_dir, monkeypatch, capsys):
+    short_run(tmp_path, cache_dir, "tokenizer=bpe", "tokenizer.vocab_size=300", "trainer.max_steps=30",
+              "trainer.eval_interval=30")  # fmt: skip
+    out = run_sample(monkeypatch, capsys, f"ckpt={tmp_path}", 'prompt="ROMEO: ☃"', "max_new_tokens=10")
+    assert out.startswith("ROMEO: ☃")
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [("temperature=0", "temperature=0.0: must be positive"), ("top_k=0", "top_k=0: must be positive"),
+     ("num_samples=0", "num_samples=0: must be positive"), ("prompt=''", "prompt: must not be empty")],
+)  # fmt: skip
+def test_bad_sampling_settings_are_refused_naming_them(char_run, monkeypatch, capsys, override, message):
+    with pytest.raises(SystemExit) as stopped:
+        run_sample(monkeypatch, capsys, f"ckpt={char_run}", override)
+    assert message in stopped.value.code
