@@ -1,0 +1,45 @@
+"""Runs side by side: jobs of a parallel sweep, or two runs started at once, share the token cache and never
+share a run directory."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import ROOT
+from data import DataConfig, Source, TokenizerConfig, prepare_tokens
+
+pytestmark = pytest.mark.slow
+
+BUILD = """
+import sys
+from data import DataConfig, Source, prepare_tokens, TokenizerConfig
+data = prepare_tokens(DataConfig(source=Source.text, path=sys.argv[2], cache_dir=sys.argv[1]), TokenizerConfig())
+print(data.built, data.path)
+"""
+
+
+def test_processes_building_the_same_cache_entry_at_once_all_get_it_whole(tmp_path):
+    text = tmp_path / "text.txt"
+    text.write_text("".join(f"line {i}: to be, or not to be\n" for i in range(20_000)))
+    cache = tmp_path / "cache"
+    builders = [subprocess.Popen([sys.executable, "-c", BUILD, str(cache), str(text)], cwd=ROOT, stdout=subprocess.PIPE,
+                                 text=True) for _ in range(3)]  # fmt: skip
+    outputs = [builder.communicate(timeout=300)[0].split() for builder in builders]
+    assert all(builder.returncode == 0 for builder in builders)
+    assert len({path for _, path in outputs}) == 1  # one entry, however many built it
+    assert [p.name for p in cache.iterdir()] == [outputs[0][1].rsplit("/", 1)[1]]  # no staging directories left
+    data = prepare_tokens(DataConfig(source=Source.text, path=str(text), cache_dir=str(cache)), TokenizerConfig())
+    assert not data.built and data.tokenizer.decode(np.concatenate([data.train, data.val]).tolist()) == text.read_text()
+
+
+def test_runs_started_in_the_same_second_get_their_own_directories(tmp_path, cache_dir):
+    settings = ["trainer.max_steps=2", "trainer.eval_interval=1", "trainer.eval_iters=1", "trainer.sample_tokens=1",
+                f"data.cache_dir={cache_dir}"]  # fmt: skip
+    runs = [subprocess.Popen([sys.executable, str(ROOT / "train.py"), *settings], cwd=tmp_path, stderr=subprocess.PIPE,
+                             text=True) for _ in range(2)]  # fmt: skip
+    assert all(run.wait(timeout=120) == 0 for run in runs), [run.stderr.read() for run in runs]
+    run_dirs = sorted(tmp_path.glob("outputs/*/*"))
+    assert len(run_dirs) == 2
+    assert all(len(list(run_dir.glob("events.out.tfevents.*"))) == 1 for run_dir in run_dirs)
