@@ -62,7 +62,7 @@ def checked_paths(pattern: Optional[str]) -> list[str]:
         raise DataError(f"data.path={pattern}: no such file" + (" matches" if glob.has_magic(expanded) else ""))
     for path in paths:
         if os.path.isdir(path):
-            raise DataError(f"data.path={pattern}: {path} is a directory; give a file, or a glob such as {path}/*.txt")
+            raise DataError(f"data.path={pattern}: {path} is a directory; give a file, or a glob such as {path.rstrip('/')}/*.txt")
         raw = Path(path).read_bytes()
         if not raw:
             raise DataError(f"data.path={pattern}: {path} is empty")
