@@ -8,6 +8,7 @@
 
 import logging
 import math
+import signal
 import sys
 import time
 from dataclasses import replace
@@ -17,7 +18,8 @@ from typing import Optional
 import hydra
 import torch
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
+from torch.nn.parallel import DistributedDataParallel
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
@@ -37,37 +39,42 @@ from trainer import (
     to_train_config,
     train_step,
 )
-from trainer.checkpoint import BEST, FORMAT as CHECKPOINT_FORMAT, LAST, load_checkpoint, plain_config, restore_rng_states, rng_states, save_checkpoint
+from trainer import distributed
+from trainer.checkpoint import BEST, LAST, load_checkpoint, restore_training_state, save_checkpoint, training_state
+from trainer.distributed import Ranks
 from trainer.cli import run_with_one_line_errors
 from trainer.interrupt import Interrupted, NonFiniteLoss, StopSignals
-from trainer.resume import checkpoint_path, hydra_subdir, resumed_config, run_dir as resume_run_dir
+from trainer.resume import checkpoint_path, resumed_config
+from trainer.run_dir import register_resolvers
 
 log = logging.getLogger("tinylm")
 register_schema()
-# configs/train.yaml's hydra.run: a resumed run keeps its directory
-OmegaConf.register_new_resolver("run_dir", resume_run_dir)
-OmegaConf.register_new_resolver("hydra_subdir", hydra_subdir)
+register_resolvers()  # configs/train.yaml's hydra.run.dir: resumed runs and torchrun ranks share one directory
 
 
-def train(config: TrainConfig, run_dir: Path, checkpoint: Optional[dict] = None) -> dict[str, float]:
-    """Train as `config` says, writing into `run_dir`, from the start or from `checkpoint`.
+def train(config: TrainConfig, run_dir: Path, checkpoint: Optional[dict] = None, ranks: Optional[Ranks] = None) -> dict[str, float]:
+    """Train as `config` says, writing into `run_dir`, from the start or from `checkpoint`; under torchrun,
+    `ranks` says which process this is (rank 0 alone writes).
 
     Returns the last evaluation's losses. Raises Interrupted after SIGINT or SIGTERM (a checkpoint is saved
     first) and NonFiniteLoss when the loss stops being a number (the last good checkpoint stays).
     """
     settings = config.trainer
-    device = pick_device(settings.device)
-    torch.manual_seed(settings.seed)
+    ranks = ranks or Ranks(device=pick_device(settings.device))
+    device = ranks.device
+    torch.manual_seed(settings.seed)  # the same initial weights on every rank
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True  # float32 matmuls on tensor cores
 
-    # The data: token ids from the cache (tokenized on first use), and the tokenizer that made them.
+    # The data: token ids from the cache (tokenized on first use, by rank 0), and the tokenizer that made them.
     started = time.perf_counter()
-    data = prepare_tokens(config.data, config.tokenizer)
+    with ranks.main_first():
+        data = prepare_tokens(config.data, config.tokenizer)
     splits = {"train": data.train, "val": data.val}
     check_fits(splits, config.model.block_size)
     if checkpoint and checkpoint["tokenizer"] != data.tokenizer.to_str():
         raise DataError("trainer.resume: the training text or tokenizer changed since the checkpoint was written")
-    data.tokenizer.save(str(run_dir / "tokenizer.json"))
+    if ranks.main:
+        data.tokenizer.save(str(run_dir / "tokenizer.json"))
     vocab_size = data.tokenizer.get_vocab_size()
     log.info(
         "data: %s train and %s val tokens, vocabulary %d (%s %s in %.1fs)",
@@ -75,74 +82,79 @@ def train(config: TrainConfig, run_dir: Path, checkpoint: Optional[dict] = None)
         "tokenized into" if data.built else "read from", data.path, time.perf_counter() - started,
     )  # fmt: skip
 
-    # The model and its optimizer, fresh or as the checkpoint left them.
+    # The model and its optimizer, fresh or as the checkpoint left them; each rank draws its own batches.
     config = replace(config, model=replace(config.model, vocab_size=vocab_size))
     model = TinyLM(config.model).to(device)
     optimizer = make_optimizer(model, config.optim)
-    batches = torch.Generator().manual_seed(settings.seed)  # draws the training windows
+    batches = torch.Generator().manual_seed(ranks.seed(settings.seed))
     first_step, best_val, loss_sum = 1, math.inf, torch.zeros((), device=device)
     if checkpoint:
-        model.load_state_dict(checkpoint["model"])
-        optimizer.load_state_dict(checkpoint["optimizer"])
-        restore_rng_states(checkpoint["rng"], batches)
-        first_step, best_val = checkpoint["step"] + 1, checkpoint["best_val"]
-        loss_sum = checkpoint["loss_sum"].to(device)  # a log window may span the interruption
-        log.info("resumed from step %d of %s", checkpoint["step"], run_dir)
+        first_step, best_val, loss_sum = restore_training_state(checkpoint, model, optimizer, batches, ranks)
+        loss_sum = loss_sum.to(device)  # a log window may span the interruption
+        log.info("resumed from step %d of %s", first_step - 1, run_dir)
     if settings.compile:
         model.compile()  # compiles forward in place: state_dict keys and model.loss stay as they are
+    # DistributedDataParallel averages the ranks' gradients in backward; one process trains the model itself.
+    trained = DistributedDataParallel(model) if ranks.distributed else model
     log.info(
-        "model: %s parameters on %s; scale=%s causal=%s d_k=%d qk_init=%s",
+        "model: %s parameters on %s%s; scale=%s causal=%s d_k=%d qk_init=%s",
         f"{sum(p.numel() for p in model.parameters()):,}", device,
+        f" x {ranks.world_size} processes" if ranks.distributed else "",
         config.model.scale, config.model.causal, config.model.d_k, config.model.qk_init.name,
     )  # fmt: skip
 
     # TensorBoard drops whatever a killed run logged after its checkpoint: no step appears twice.
-    writer = SummaryWriter(run_dir, purge_step=first_step if checkpoint else None)
-    tokens_per_step = settings.batch_size * config.model.block_size
+    writer = SummaryWriter(run_dir, purge_step=first_step if checkpoint else None) if ranks.main else None
+    tokens_per_step = settings.batch_size * config.model.block_size * ranks.world_size
 
     def evaluate(step: int) -> dict[str, float]:
-        losses = estimate_loss(
-            model, splits, settings.batch_size, settings.eval_iters, settings.seed + 1, device, settings.precision
-        )  # seed + 1: not the windows of the first training steps
-        writer.add_scalar("train/loss_eval", losses["train"], step)
-        writer.add_scalar("val/loss", losses["val"], step)
+        losses = ranks.mean(estimate_loss(
+            model, splits, settings.batch_size, settings.eval_iters, ranks.seed(settings.seed + 1), device,
+            settings.precision,
+        ))  # seed + 1: not the windows of the first training steps  # fmt: skip
+        if ranks.main:
+            writer.add_scalar("train/loss_eval", losses["train"], step)
+            writer.add_scalar("val/loss", losses["val"], step)
         log.info("step %d: train loss %.4f, val loss %.4f", step, losses["train"], losses["val"])
         return losses
 
     def save(name: str, step: int) -> None:
-        writer.flush()  # everything logged up to this step is on disk before the checkpoint says so
-        state = {
-            "format": CHECKPOINT_FORMAT, "step": step, "config": plain_config(config),
-            "model": model.state_dict(), "optimizer": optimizer.state_dict(), "rng": rng_states(batches),
-            "loss_sum": loss_sum.detach().cpu(), "best_val": best_val, "tokenizer": data.tokenizer.to_str(),
-        }  # fmt: skip
-        save_checkpoint(state, run_dir / name)
+        state = training_state(step, config, model, optimizer, batches, loss_sum, best_val, data.tokenizer, ranks)
+        if ranks.main:
+            writer.flush()  # everything logged up to this step is on disk before the checkpoint says so
+            save_checkpoint(state, run_dir / name)
+
+    def close() -> None:
+        if ranks.main:
+            writer.close()
 
     # The loop: a step on a random batch; every log_interval steps the mean training loss, every
     # eval_interval steps (and at the first and the last) the loss on both splits and a checkpoint of the
     # best model; every ckpt_interval steps (and at the last) a checkpoint to resume from.
     losses = evaluate(0) if not checkpoint else {}
     first_nonfinite = torch.zeros((), dtype=torch.long, device=device)  # a step number, kept on the device
-    progress = tqdm(initial=first_step - 1, total=settings.max_steps, desc="train", unit="step", disable=None, dynamic_ncols=True)
+    progress = tqdm(initial=first_step - 1, total=settings.max_steps, desc="train", unit="step",
+                    disable=None if ranks.main else True, dynamic_ncols=True)  # fmt: skip
     with StopSignals() as stop:
         last_log = time.perf_counter()
         for step in range(first_step, settings.max_steps + 1):
             lr = learning_rate(step, config.optim, settings.max_steps)
             x, y = get_batch(data.train, settings.batch_size, config.model.block_size, batches, device)
-            loss = train_step(model, optimizer, x, y, lr, config.optim.grad_clip, settings.precision)
+            loss = train_step(trained, optimizer, x, y, lr, config.optim.grad_clip, settings.precision)
             # Both stay on the device: reading them waits for the step, so only when logging or saving.
             loss_sum += loss
             first_nonfinite = torch.where((first_nonfinite == 0) & ~loss.isfinite(), step, first_nonfinite)
             progress.update()
 
-            last, stopping = step == settings.max_steps, stop.requested  # a signal from now on counts at the next step
+            # Every rank takes the same decisions at the same step; a signal from now on counts at the next one.
+            last, stopping = step == settings.max_steps, ranks.maximum(stop.requested or 0)
             log_now = step % settings.log_interval == 0 or last
             eval_now = step % settings.eval_interval == 0 or last
-            save_now = step % settings.ckpt_interval == 0 or last or stopping is not None
-            if (log_now or eval_now or save_now) and first_nonfinite.item():
-                writer.close()
-                raise NonFiniteLoss(int(first_nonfinite), run_dir)
-            if log_now:
+            save_now = step % settings.ckpt_interval == 0 or last or stopping
+            if (log_now or eval_now or save_now) and (nonfinite_step := ranks.maximum(int(first_nonfinite))):
+                close()
+                raise NonFiniteLoss(nonfinite_step, run_dir)
+            if log_now and ranks.main:
                 steps_logged = step % settings.log_interval or settings.log_interval
                 now = time.perf_counter()
                 train_loss, tokens_per_sec = loss_sum.item() / steps_logged, steps_logged * tokens_per_step / (now - last_log)
@@ -162,18 +174,23 @@ def train(config: TrainConfig, run_dir: Path, checkpoint: Optional[dict] = None)
             if save_now:
                 save(LAST, step)
             if stopping and not last:
-                writer.close()
-                raise Interrupted(stopping, step, run_dir)
+                close()
+                raise Interrupted(signal.Signals(stopping), step, run_dir)
     progress.close()
+    if ranks.distributed:
+        agree = ranks.replicas_agree(model)
+        (log.info if agree else log.error)("weights after the last step: %s on all %d processes",
+                                           "identical" if agree else "NOT identical", ranks.world_size)  # fmt: skip
 
     # What the model writes now, and the run's settings next to its final losses.
-    prompt = torch.tensor([data.tokenizer.encode("\n").ids], device=device)
-    generated = model.generate(prompt, settings.sample_tokens, generator=torch.Generator(device).manual_seed(settings.seed))
-    sample = data.tokenizer.decode(generated[0].tolist())
-    log.info("sample after %d steps:\n%s", settings.max_steps, sample)
-    log_sample(writer, sample, settings.max_steps)
-    log_hparams(writer, config, ["train/loss", "train/loss_eval", "val/loss"])
-    writer.close()
+    if ranks.main:
+        prompt = torch.tensor([data.tokenizer.encode("\n").ids], device=device)
+        generated = model.generate(prompt, settings.sample_tokens, generator=torch.Generator(device).manual_seed(settings.seed))
+        sample = data.tokenizer.decode(generated[0].tolist())
+        log.info("sample after %d steps:\n%s", settings.max_steps, sample)
+        log_sample(writer, sample, settings.max_steps)
+        log_hparams(writer, config, ["train/loss", "train/loss_eval", "val/loss"])
+    close()
     return losses
 
 
@@ -188,9 +205,14 @@ def main(cfg: DictConfig) -> float:
             config = resumed_config(checkpoint["config"], cfg, HydraConfig.get().overrides.task, checkpoint["step"])
         else:
             config = to_train_config(cfg)
+        ranks = distributed.start(config.trainer.device)
+        distributed.quiet_other_ranks(ranks)
         with logging_redirect_tqdm():
             started = time.perf_counter()
-            losses = train(config, run_dir, checkpoint)
+            try:
+                losses = train(config, run_dir, checkpoint, ranks)
+            finally:
+                distributed.stop(ranks)
         log.info("done in %.0fs: val loss %.4f; tensorboard --logdir %s", time.perf_counter() - started, losses["val"], run_dir)
     except (ConfigError, DataError, NonFiniteLoss) as error:
         sys.exit(f"error: {error}")  # one line, no traceback: the message names the setting

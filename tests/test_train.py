@@ -103,8 +103,9 @@ def test_cli_multirun_gives_each_job_its_own_run(tmp_path, cache_dir):
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     for job, scale in (("0", "True"), ("1", "False")):
-        assert (tmp_path / job / ".hydra" / "overrides.yaml").read_text().count(f"model.scale={scale}") == 1
-        assert "val/loss" in events(tmp_path / job).Tags()["scalars"]
+        (job_dir,) = tmp_path.glob(f"{job}_*")  # named by its number and its overrides
+        assert (job_dir / ".hydra" / "overrides.yaml").read_text().count(f"model.scale={scale}") == 1
+        assert "val/loss" in events(job_dir).Tags()["scalars"]
 
 
 

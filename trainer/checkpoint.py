@@ -14,9 +14,11 @@ from pathlib import Path
 import numpy as np
 import torch
 from omegaconf import OmegaConf
+from tokenizers import Tokenizer
 
 from model import ModelConfig, TinyLM
 from trainer.config import ConfigError, TrainConfig
+from trainer.distributed import Ranks
 
 FORMAT = "tinylm-checkpoint-1"
 LAST, BEST = "last.pt", "best.pt"
@@ -82,6 +84,34 @@ def model_config(state: dict) -> ModelConfig:
 def plain_config(config: TrainConfig) -> dict:
     """The resolved settings as plain dicts and strings: what weights_only loading accepts."""
     return OmegaConf.to_container(OmegaConf.structured(config), enum_to_str=True)
+
+
+def training_state(
+    step: int, config: TrainConfig, model: TinyLM, optimizer: torch.optim.Optimizer, batches: torch.Generator,
+    loss_sum: torch.Tensor, best_val: float, tokenizer: Tokenizer, ranks: Ranks,
+) -> dict:  # fmt: skip
+    """What a run needs to go on exactly where it is; every rank calls it (their random states are gathered)."""
+    return {
+        "format": FORMAT, "step": step, "config": plain_config(config), "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(), "rng": ranks.gather(rng_states(batches)),
+        "loss_sum": loss_sum.detach().cpu(), "best_val": best_val, "tokenizer": tokenizer.to_str(),
+    }  # fmt: skip
+
+
+def restore_training_state(
+    state: dict, model: TinyLM, optimizer: torch.optim.Optimizer, batches: torch.Generator, ranks: Ranks
+) -> tuple[int, float, torch.Tensor]:
+    """Puts the model, the optimizer and this rank's random states back; returns the next step, the best val
+    loss so far and the running sum of the training losses of the unfinished log window."""
+    if len(state["rng"]) != ranks.world_size:
+        raise ConfigError(
+            f"trainer.resume: the checkpoint was written by {len(state['rng'])} processes; resume it with as many "
+            f"(torchrun --nproc_per_node={len(state['rng'])}) to draw the same batches"
+        )
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    restore_rng_states(state["rng"][ranks.rank], batches)
+    return state["step"] + 1, state["best_val"], state["loss_sum"]
 
 
 def rng_states(batches: torch.Generator) -> dict:

@@ -1,8 +1,6 @@
 """Resuming a run: where its checkpoint is, and which settings a resume command may change."""
 
-from datetime import datetime
 from pathlib import Path
-from typing import Optional
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -20,19 +18,6 @@ def checkpoint_path(resume: str) -> Path:
     if not path.exists():
         raise CheckpointError(f"trainer.resume={resume}: no such run directory or checkpoint file")
     return path / LAST if path.is_dir() else path
-
-
-def run_dir(resume: Optional[str], fresh: str) -> str:
-    """Hydra's run directory: a resumed run goes on writing where it started."""
-    if not resume:
-        return fresh
-    path = Path(resume).expanduser()
-    return str(path if path.is_dir() else path.parent)
-
-
-def hydra_subdir(resume: Optional[str]) -> str:
-    """Where Hydra writes this command's composed config: a resume keeps the first command's .hydra intact."""
-    return f".hydra/resume-{datetime.now():%Y-%m-%d_%H-%M-%S-%f}" if resume else ".hydra"
 
 
 def resumed_config(saved: dict, cfg: DictConfig, overrides: list[str], step: int) -> TrainConfig:

@@ -1,0 +1,118 @@
+"""Data-parallel training under torchrun: which process this is, and the few things ranks agree on.
+
+`torchrun --nproc_per_node=N train.py` starts N processes with RANK, LOCAL_RANK and WORLD_SIZE set; each
+trains a replica on its own batches and DistributedDataParallel averages their gradients. Without torchrun
+there is one process, rank 0 of 1, and nothing here talks to another process.
+"""
+
+import hashlib
+import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+import torch.distributed as dist
+
+from trainer.config import ConfigError
+from trainer.device import pick_device
+
+
+@dataclass
+class Ranks:
+    rank: int = 0
+    world_size: int = 1
+    device: torch.device = torch.device("cpu")
+    flags: Optional[dist.ProcessGroup] = None  # a CPU (gloo) group for stop signals: no GPU sync in the loop
+
+    @property
+    def main(self) -> bool:
+        """Rank 0 alone writes the log, TensorBoard, checkpoints and the token cache."""
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+    def seed(self, seed: int) -> int:
+        """Each rank's own seed for drawing batches; rank 0 keeps `seed`, so one process trains as before."""
+        return seed + 1_000_003 * self.rank
+
+    def barrier(self) -> None:
+        if self.distributed:
+            dist.barrier(self.flags)
+
+    def gather(self, value: object) -> list:
+        """Every rank's `value`, in rank order."""
+        if not self.distributed:
+            return [value]
+        gathered = [None] * self.world_size
+        dist.all_gather_object(gathered, value, group=self.flags)
+        return gathered
+
+    @contextmanager
+    def main_first(self) -> Iterator[None]:
+        """Rank 0 runs the block first (e.g. builds the token cache), then the others (which read it)."""
+        if not self.main:
+            self.barrier()
+        yield
+        if self.main:
+            self.barrier()
+
+    def replicas_agree(self, model: torch.nn.Module) -> bool:
+        """Whether every rank holds bit-identical weights, as data-parallel training must keep them."""
+        digest = hashlib.sha256()
+        for tensor in model.state_dict().values():
+            digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+        return len(set(self.gather(digest.hexdigest()))) == 1
+
+    def mean(self, values: dict[str, float]) -> dict[str, float]:
+        """The mean over ranks of each value, e.g. the losses each rank estimated on its own batches."""
+        if not self.distributed:
+            return values
+        stacked = torch.tensor(list(values.values()), dtype=torch.float64)
+        dist.all_reduce(stacked, group=self.flags)
+        return dict(zip(values, (stacked / self.world_size).tolist()))
+
+    def maximum(self, value: int) -> int:
+        """The largest of the ranks' values: a stop signal or a failure on one rank stops them all together."""
+        if not self.distributed:
+            return value
+        reduced = torch.tensor(value, dtype=torch.int64)
+        dist.all_reduce(reduced, op=dist.ReduceOp.MAX, group=self.flags)
+        return int(reduced)
+
+
+def start(device_name: str) -> Ranks:
+    """Join torchrun's process group (gloo on CPU, nccl on CUDA) when started by torchrun."""
+    if "RANK" not in os.environ:
+        return Ranks(device=pick_device(device_name))
+    rank, local_rank, world_size = (int(os.environ[key]) for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE"))
+    device = pick_device(device_name)
+    if device.type == "cuda":
+        if local_rank >= torch.cuda.device_count():
+            raise ConfigError(f"torchrun: local rank {local_rank} but only {torch.cuda.device_count()} GPUs here")
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+    elif device.type != "cpu":
+        raise ConfigError(f"trainer.device={device_name}: torchrun training runs on cuda or cpu")
+    dist.init_process_group("nccl" if device.type == "cuda" else "gloo", rank=rank, world_size=world_size)
+    flags = dist.new_group(backend="gloo") if device.type == "cuda" else None  # None: the default (gloo) group
+    return Ranks(rank, world_size, device, flags)
+
+
+def stop(ranks: Ranks) -> None:
+    if ranks.distributed:
+        dist.destroy_process_group()
+
+
+def quiet_other_ranks(ranks: Ranks) -> None:
+    """Only rank 0 writes the run's log (train.log and the console); the others report warnings only."""
+    if not ranks.main:
+        root = logging.getLogger()
+        for handler in [h for h in root.handlers if isinstance(h, logging.FileHandler)]:
+            root.removeHandler(handler)
+            handler.close()
+        root.setLevel(logging.WARNING)
