@@ -12,6 +12,7 @@ import signal
 import sys
 import time
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Optional
 
@@ -31,10 +32,13 @@ from trainer import (
     TrainConfig,
     estimate_loss,
     learning_rate,
+    log_attention,
+    log_grad_norms,
     log_hparams,
     log_sample,
     make_optimizer,
     pick_device,
+    probe_windows,
     register_schema,
     to_train_config,
     train_step,
@@ -107,15 +111,27 @@ def train(config: TrainConfig, run_dir: Path, checkpoint: Optional[dict] = None,
     writer = SummaryWriter(run_dir, purge_step=first_step if checkpoint else None) if ranks.main else None
     tokens_per_step = settings.batch_size * config.model.block_size * ranks.world_size
 
+    probe = probe_windows(data.val, config.model.block_size, settings.seed + 2, device)  # the same at every evaluation
+    prompt = torch.tensor([data.tokenizer.encode("\n").ids], device=device)
+
+    def sample_text() -> str:
+        generator = torch.Generator(device).manual_seed(settings.seed)
+        return data.tokenizer.decode(model.generate(prompt, settings.sample_tokens, generator=generator)[0].tolist())
+
     def evaluate(step: int) -> dict[str, float]:
+        """Both splits' losses (averaged over ranks), and on rank 0 what the attention does and what the model writes."""
         losses = ranks.mean(estimate_loss(
             model, splits, settings.batch_size, settings.eval_iters, ranks.seed(settings.seed + 1), device,
             settings.precision,
         ))  # seed + 1: not the windows of the first training steps  # fmt: skip
+        leak = "" if config.model.causal else f" (with the causal mask forced on: {losses['val_causal']:.4f})"
+        log.info("step %d: train loss %.4f, val loss %.4f%s", step, losses["train"], losses["val"], leak)
         if ranks.main:
             writer.add_scalar("train/loss_eval", losses["train"], step)
             writer.add_scalar("val/loss", losses["val"], step)
-        log.info("step %d: train loss %.4f, val loss %.4f", step, losses["train"], losses["val"])
+            writer.add_scalar("val/loss_causal", losses["val_causal"], step)  # what a leaky model really knows
+            log_attention(writer, model, probe, data.tokenizer, step)
+            log_sample(writer, sample_text(), step)
         return losses
 
     def save(name: str, step: int) -> None:
@@ -140,15 +156,17 @@ def train(config: TrainConfig, run_dir: Path, checkpoint: Optional[dict] = None,
         for step in range(first_step, settings.max_steps + 1):
             lr = learning_rate(step, config.optim, settings.max_steps)
             x, y = get_batch(data.train, settings.batch_size, config.model.block_size, batches, device)
-            loss = train_step(trained, optimizer, x, y, lr, config.optim.grad_clip, settings.precision)
+            last = step == settings.max_steps
+            log_now = step % settings.log_interval == 0 or last
+            grad_norms = partial(log_grad_norms, writer, model, step) if log_now and ranks.main else None  # before clipping
+            loss = train_step(trained, optimizer, x, y, lr, config.optim.grad_clip, settings.precision, grad_norms)
             # Both stay on the device: reading them waits for the step, so only when logging or saving.
             loss_sum += loss
             first_nonfinite = torch.where((first_nonfinite == 0) & ~loss.isfinite(), step, first_nonfinite)
             progress.update()
 
             # Every rank takes the same decisions at the same step; a signal from now on counts at the next one.
-            last, stopping = step == settings.max_steps, ranks.maximum(stop.requested or 0)
-            log_now = step % settings.log_interval == 0 or last
+            stopping = ranks.maximum(stop.requested or 0)
             eval_now = step % settings.eval_interval == 0 or last
             save_now = step % settings.ckpt_interval == 0 or last or stopping
             if (log_now or eval_now or save_now) and (nonfinite_step := ranks.maximum(int(first_nonfinite))):
@@ -182,14 +200,10 @@ def train(config: TrainConfig, run_dir: Path, checkpoint: Optional[dict] = None,
         (log.info if agree else log.error)("weights after the last step: %s on all %d processes",
                                            "identical" if agree else "NOT identical", ranks.world_size)  # fmt: skip
 
-    # What the model writes now, and the run's settings next to its final losses.
+    # The run's settings next to its final metrics, and what the model writes now.
     if ranks.main:
-        prompt = torch.tensor([data.tokenizer.encode("\n").ids], device=device)
-        generated = model.generate(prompt, settings.sample_tokens, generator=torch.Generator(device).manual_seed(settings.seed))
-        sample = data.tokenizer.decode(generated[0].tolist())
-        log.info("sample after %d steps:\n%s", settings.max_steps, sample)
-        log_sample(writer, sample, settings.max_steps)
-        log_hparams(writer, config, ["train/loss", "train/loss_eval", "val/loss"])
+        log_hparams(writer, config, ["train/loss", "train/loss_eval", "val/loss", "val/loss_causal", "attn/entropy"])
+        log.info("sample after %d steps:\n%s", settings.max_steps, sample_text())
     close()
     return losses
 

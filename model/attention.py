@@ -2,16 +2,23 @@
 
 import math
 from enum import Enum
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 
-def attention(q: Tensor, k: Tensor, v: Tensor, *, scale: bool = True, causal: bool = True) -> tuple[Tensor, Tensor]:
+class AttentionResult(NamedTuple):
+    output: Tensor  # (..., T, d_v): the weighted sums of the values
+    weights: Tensor  # (..., T, T): row i is query i's distribution over the keys
+    scores: Tensor  # (..., T, T): what the softmax was fed: the scaled scores, -inf where masked
+
+
+def attention(q: Tensor, k: Tensor, v: Tensor, *, scale: bool = True, causal: bool = True) -> AttentionResult:
     """softmax(q k^T / sqrt(d_k)) v for q, k of shape (..., T, d_k) and v of shape (..., T, d_v).
 
-    The reference path: returns the output (..., T, d_v) and the attention weights (..., T, T).
+    The reference path: besides the output it returns the weights and scores that the diagnostics read.
     """
     d_k = q.size(-1)
     scores = q @ k.transpose(-2, -1)  # score: q_i . k_j for every pair
@@ -22,7 +29,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, *, scale: bool = True, causal: bo
         future = torch.ones(T, T, dtype=torch.bool, device=scores.device).triu(diagonal=1)
         scores = scores.masked_fill(future, float("-inf"))  # mask: keys j > i get exactly zero weight
     weights = F.softmax(scores, dim=-1)  # softmax over the keys
-    return weights @ v, weights  # weighted sum of the values
+    return AttentionResult(weights @ v, weights, scores)  # weighted sum of the values
 
 
 class QKInit(Enum):
@@ -54,16 +61,23 @@ class SingleHeadSelfAttention(nn.Module):
             else:
                 W.reset_parameters()
 
-    def forward(self, x: Tensor, return_weights: bool = False) -> Tensor | tuple[Tensor, Tensor]:
-        """x (B, T, d_model) -> (B, T, d_model); with return_weights, also the weights (B, T, T)."""
+    def forward(self, x: Tensor, *, causal: bool | None = None, record: list[AttentionResult] | None = None) -> Tensor:
+        """x (B, T, d_model) -> (B, T, d_model).
+
+        `causal` overrides the layer's own setting; given a `record` list, the layer takes the reference path
+        (the fused kernel returns no weights) and appends its AttentionResult to it.
+        """
+        causal = self.causal if causal is None else causal
         q, k, v = self.W_Q(x), self.W_K(x), self.W_V(x)
-        if return_weights or not self.fused:  # the reference path; the fused kernel does not return weights
-            y, weights = attention(q, k, v, scale=self.scale, causal=self.causal)
-            return (self.W_O(y), weights) if return_weights else self.W_O(y)
+        if record is not None or not self.fused:
+            result = attention(q, k, v, scale=self.scale, causal=causal)
+            if record is not None:
+                record.append(result)
+            return self.W_O(result.output)
         # The fused kernel: scale=1.0 switches the division off. Its CPU flash path wants one width for
         # q, k and v, so the narrower side gets zero columns, which change no dot product and no sum.
         scale = 1 / math.sqrt(q.size(-1)) if self.scale else 1.0
         d_v, width = v.size(-1), max(q.size(-1), v.size(-1))
         q, k, v = (F.pad(t, (0, width - t.size(-1)))[:, None] for t in (q, k, v))  # (B, 1 head, T, width)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal, scale=scale)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
         return self.W_O(y[:, 0, :, :d_v])

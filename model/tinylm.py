@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from model.attention import QKInit, SingleHeadSelfAttention
+from model.attention import AttentionResult, QKInit, SingleHeadSelfAttention
 
 
 @dataclass
@@ -48,8 +48,10 @@ class Block(nn.Module):
         self.ln_mlp = nn.LayerNorm(config.d_model) if config.mlp else None
         self.mlp = MLP(config) if config.mlp else None
 
-    def forward(self, x: Tensor) -> Tensor:
-        x = x + self.attn_dropout(self.attn(self.ln_attn(x)))
+    def forward(
+        self, x: Tensor, causal: Optional[bool] = None, record: Optional[list[AttentionResult]] = None
+    ) -> Tensor:
+        x = x + self.attn_dropout(self.attn(self.ln_attn(x), causal=causal, record=record))
         if self.mlp is not None:
             x = x + self.mlp(self.ln_mlp(x))
         return x
@@ -71,18 +73,28 @@ class TinyLM(nn.Module):
         for block in self.blocks:
             block.attn.reset_qk()
 
-    def forward(self, idx: Tensor) -> Tensor:
-        """Token ids (B, T) -> next-token logits (B, T, vocab_size)."""
+    def forward(
+        self, idx: Tensor, targets: Optional[Tensor] = None, *, causal: Optional[bool] = None,
+        record: Optional[list[AttentionResult]] = None,
+    ) -> Tensor:  # fmt: skip
+        """Token ids (B, T) -> next-token logits (B, T, vocab_size); given targets (B, T), their loss instead.
+
+        The loss goes through forward so that DistributedDataParallel, which wraps forward, sees it.
+        `causal` overrides config.causal: a model trained without the mask, evaluated with it, can no longer
+        read the answer. Given a `record` list, every layer appends its AttentionResult to it, in order.
+        """
         positions = torch.arange(idx.size(1), device=idx.device)
         x = self.dropout(self.token_embedding(idx) + self.position_embedding(positions))
         for block in self.blocks:
-            x = block(x)
-        return self.lm_head(self.ln_f(x))
+            x = block(x, causal, record)
+        logits = self.lm_head(self.ln_f(x))
+        if targets is None:
+            return logits
+        return F.cross_entropy(logits.flatten(0, 1), targets.flatten())  # mean over tokens, nats per token
 
-    def loss(self, idx: Tensor, targets: Tensor) -> Tensor:
-        """Mean cross-entropy of the next-token predictions, in nats per token."""
-        logits = self(idx)
-        return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+    def loss(self, idx: Tensor, targets: Tensor, *, causal: Optional[bool] = None) -> Tensor:
+        """Mean cross-entropy of the next-token predictions, in nats per token; `causal` as in forward."""
+        return self(idx, targets, causal=causal)
 
     @torch.no_grad()
     def generate(

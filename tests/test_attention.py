@@ -18,13 +18,13 @@ def lesson_trace():
 
 
 def test_reproduces_the_lesson_trace_for_y3_scaled():
-    y, weights = attention(*lesson_trace(), scale=True, causal=True)
+    y, weights, _ = attention(*lesson_trace(), scale=True, causal=True)
     assert weights[2].tolist() == pytest.approx([0.248, 0.248, 0.503], abs=5e-4)
     assert y[2].tolist() == pytest.approx([1.255, 1.503], abs=5e-4)
 
 
 def test_reproduces_the_lesson_trace_for_y3_unscaled():
-    y, weights = attention(*lesson_trace(), scale=False, causal=True)
+    y, weights, _ = attention(*lesson_trace(), scale=False, causal=True)
     assert weights[2].tolist() == pytest.approx([0.212, 0.212, 0.576], abs=5e-4)
     # 0.212 (1,0) + 0.212 (0,2) + 0.576 (2,2)
     assert y[2].tolist() == pytest.approx([1.364, 1.576], abs=5e-4)
@@ -39,8 +39,8 @@ def test_reproduces_the_lesson_table_of_one_sigma_gaps(d_k, unscaled_winner):
     q = torch.ones(1, d_k, dtype=torch.float64)
     k = torch.stack([torch.ones(d_k, dtype=torch.float64) / math.sqrt(d_k), torch.zeros(d_k, dtype=torch.float64)])
     v = torch.eye(2, dtype=torch.float64)
-    _, unscaled = attention(q, k, v, scale=False, causal=False)
-    _, scaled = attention(q, k, v, scale=True, causal=False)
+    unscaled = attention(q, k, v, scale=False, causal=False).weights
+    scaled = attention(q, k, v, scale=True, causal=False).weights
     decimals = len(str(unscaled_winner).split(".")[1])
     assert round(unscaled[0, 0].item(), decimals) == unscaled_winner
     assert round(scaled[0, 0].item(), 2) == 0.73  # the same at every d_k
@@ -65,15 +65,21 @@ def test_matches_a_naive_loop_on_random_inputs(scale, causal):
     g = torch.Generator().manual_seed(0)
     q, k = torch.randn(6, 5, generator=g, dtype=torch.float64), torch.randn(6, 5, generator=g, dtype=torch.float64)
     v = torch.randn(6, 3, generator=g, dtype=torch.float64)
-    y, _ = attention(q, k, v, scale=scale, causal=causal)
+    y = attention(q, k, v, scale=scale, causal=causal).output
     torch.testing.assert_close(y, naive_attention(q, k, v, scale, causal))
+
+
+def test_returns_the_scaled_scores_it_fed_the_softmax_with_minus_inf_where_masked():
+    scores = attention(*lesson_trace(), scale=True, causal=True).scores
+    assert scores[2].tolist() == pytest.approx([1 / math.sqrt(2), 1 / math.sqrt(2), 2 / math.sqrt(2)])
+    assert scores[0, 1:].tolist() == [float("-inf")] * 2 and scores[1, 2].item() == float("-inf")
 
 
 def test_future_keys_get_exactly_zero_weight_even_when_every_score_is_far_below_minus_1e4():
     # Real scores of -20000: a finite stand-in for -inf such as -1e4 would win the softmax.
     q = torch.full((4, 2), 100.0)
     k = torch.full((4, 2), -100.0)
-    _, weights = attention(q, k, torch.randn(4, 3), scale=False, causal=True)
+    weights = attention(q, k, torch.randn(4, 3), scale=False, causal=True).weights
     assert (weights.triu(diagonal=1) == 0).all()
     torch.testing.assert_close(weights.sum(-1), torch.ones(4))
 
@@ -88,10 +94,10 @@ def make_layer(scale, causal, d_k=16, d_v=16, d_model=32):
 def test_fused_path_equals_reference_path(scale, causal, d_k, d_v):
     layer = make_layer(scale, causal, d_k, d_v)
     x = torch.randn(3, 10, 32)
-    fused = layer(x)
-    reference, weights = layer(x, return_weights=True)
+    record = []
+    fused, reference = layer(x), layer(x, record=record)
     torch.testing.assert_close(fused, reference, atol=1e-5, rtol=1e-5)
-    assert weights.shape == (3, 10, 10)
+    assert record[0].weights.shape == record[0].scores.shape == (3, 10, 10)
 
 
 @pytest.mark.parametrize("scale, causal", TOGGLES)

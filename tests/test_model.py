@@ -36,6 +36,27 @@ def test_unmasked_model_reads_the_tokens_after_each_position(i):
     assert (before - after).abs().amax() > 1e-4
 
 
+def test_forcing_the_mask_on_an_unmasked_model_gives_the_causal_model():
+    idx = torch.randint(20, (2, 16))
+    forced = tiny_model(causal=False, n_layer=2)(idx, causal=True)
+    torch.testing.assert_close(forced, tiny_model(causal=True, n_layer=2)(idx), atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_fused_and_reference_paths_train_alike(causal):
+    idx = torch.randint(20, (4, 17))
+    losses, gradients = [], []
+    for fused in (True, False):
+        model = tiny_model(causal=causal, fused=fused, n_layer=2).train()
+        loss = model.loss(idx[:, :-1], idx[:, 1:])
+        loss.backward()
+        losses.append(loss)
+        gradients.append([p.grad for p in model.parameters()])
+    torch.testing.assert_close(losses[0], losses[1])
+    for fused_grad, reference_grad in zip(*gradients):
+        torch.testing.assert_close(fused_grad, reference_grad, atol=1e-5, rtol=1e-4)
+
+
 def test_loss_starts_near_a_uniform_guess():
     model = tiny_model()
     idx = torch.randint(20, (4, 16))

@@ -60,7 +60,7 @@ def test_run_writes_one_events_file_that_tensorboard_reads_back(run_dir):
 
 def test_run_logs_its_sample_and_its_hyperparameters(run_dir):
     accumulator = events(run_dir)
-    sample = accumulator.Tensors("sample/text_summary")[0]
+    sample = accumulator.Tensors("sample/text_summary")[-1]
     assert sample.step == 60 and sample.tensor_proto.string_val[0].decode().startswith("```\n")
     hparams = accumulator.PluginTagToContent("hparams")
     assert set(hparams) == {"_hparams_/experiment", "_hparams_/session_start_info", "_hparams_/session_end_info"}

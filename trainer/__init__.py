@@ -2,6 +2,7 @@
 
 from trainer.config import ConfigError, OptimConfig, TrainConfig, TrainerConfig, register_schema, to_train_config
 from trainer.device import pick_device
+from trainer.diagnostics import log_attention, log_grad_norms, probe_windows
 from trainer.evaluate import estimate_loss
 from trainer.optim import learning_rate, make_optimizer
 from trainer.step import Precision, autocast, train_step
@@ -16,10 +17,13 @@ __all__ = [
     "autocast",
     "estimate_loss",
     "learning_rate",
+    "log_attention",
+    "log_grad_norms",
     "log_hparams",
     "log_sample",
     "make_optimizer",
     "pick_device",
+    "probe_windows",
     "register_schema",
     "to_train_config",
     "train_step",

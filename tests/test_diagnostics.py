@@ -1,0 +1,159 @@
+import math
+from functools import partial
+
+import numpy as np
+import pytest
+import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from torch.utils.tensorboard import SummaryWriter
+
+from data import TokenizerConfig, train_tokenizer
+from model import ModelConfig, TinyLM, attention
+from trainer import estimate_loss, train_step
+from trainer.diagnostics import (
+    attention_stats,
+    entropy,
+    future_mass,
+    log_attention,
+    log_grad_norms,
+    max_weight,
+    probe_windows,
+    saturated_frac,
+    token_labels,
+)
+
+TEXT = "To be, or not to be, that is the question:\nWhether 'tis nobler in the mind to suffer\n" * 20
+STATS = ["entropy", "max_weight", "saturated_frac", "logit_std", "logit_max", "future_mass"]
+
+
+def uniform_causal(T: int) -> torch.Tensor:
+    """Row i spreads its weight evenly over keys 0..i."""
+    return torch.ones(T, T).tril() / torch.arange(1, T + 1)[:, None]
+
+
+def test_uniform_causal_rows_have_entropy_log_of_their_length():
+    weights = uniform_causal(6)  # zeros above the diagonal: 0 log 0 must count as 0
+    for i in range(6):
+        assert entropy(weights[i : i + 1]).item() == pytest.approx(math.log(i + 1))
+    assert entropy(weights).item() == pytest.approx(sum(math.log(i + 1) for i in range(6)) / 6)
+
+
+def test_one_hot_row_is_saturated_and_a_uniform_row_is_not():
+    weights = torch.tensor([[0.0, 1.0, 0.0, 0.0], [0.25, 0.25, 0.25, 0.25], [0.0, 0.01, 0.99, 0.0]])
+    assert max_weight(weights).item() == pytest.approx((1 + 0.25 + 0.99) / 3)
+    assert saturated_frac(weights).item() == pytest.approx(1 / 3)  # 0.99 itself does not exceed 0.99
+
+
+def test_future_mass_is_the_mean_weight_above_the_diagonal():
+    weights = torch.tensor([[0.5, 0.5, 0.0], [0.2, 0.2, 0.6], [0.3, 0.3, 0.4]])
+    assert future_mass(weights).item() == pytest.approx((0.5 + 0.6 + 0) / 3)
+    assert future_mass(uniform_causal(5)).item() == 0
+
+
+def test_logit_stats_read_the_scaled_scores_and_ignore_masked_ones():
+    # The largest scaled score, 10 / sqrt(4), sits above the diagonal: under the mask the softmax never sees it.
+    q = torch.tensor([[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]])
+    k = torch.tensor([[2.0, 0.0, 0.0, 0.0], [10.0, 4.0, 0.0, 0.0]])
+    unmasked = attention_stats(attention(q, k, torch.eye(2), causal=False))
+    masked = attention_stats(attention(q, k, torch.eye(2), causal=True))
+    assert unmasked["logit_max"].item() == pytest.approx(5.0)
+    assert masked["logit_max"].item() == pytest.approx(2.0)  # of 1, 0 and 2 (the scaled scores j <= i)
+    assert masked["logit_std"].item() == pytest.approx(torch.tensor([1.0, 0.0, 2.0]).std().item())
+
+
+def tiny_model(**settings) -> TinyLM:
+    torch.manual_seed(0)
+    return TinyLM(ModelConfig(**{"vocab_size": 40, "block_size": 16, "d_model": 32, "d_k": 16, "d_v": 16} | settings))
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_recording_the_attention_leaves_the_logits_as_the_fused_path_gives_them(causal):
+    model, idx = tiny_model(causal=causal, n_layer=2).eval(), torch.randint(40, (3, 16))
+    record = []
+    torch.testing.assert_close(model(idx, record=record), model(idx), atol=1e-5, rtol=1e-5)
+    assert len(record) == 2
+
+
+def test_future_mass_is_exactly_zero_for_a_causal_model_and_not_for_an_unmasked_one():
+    idx = torch.randint(40, (3, 16))
+    masses = {}
+    for causal in (True, False):
+        record = []
+        tiny_model(causal=causal)(idx, record=record)
+        masses[causal] = attention_stats(record[0])["future_mass"].item()
+    assert masses[True] == 0.0 and masses[False] > 0.1
+
+
+def losses(model: TinyLM) -> dict[str, float]:
+    tokens = np.random.default_rng(0).integers(40, size=500)
+    return estimate_loss(model, {"train": tokens, "val": tokens[::-1].copy()}, 4, 3, 1, torch.device("cpu"))
+
+
+def test_val_causal_is_the_val_loss_itself_for_a_causal_model():
+    result = losses(tiny_model(causal=True))
+    assert set(result) == {"train", "val", "val_causal"} and result["val_causal"] == result["val"]
+
+
+def test_val_causal_of_an_unmasked_model_is_its_causal_twins_val_loss_on_the_same_batches():
+    unmasked, twin = tiny_model(causal=False), tiny_model(causal=True)
+    twin.load_state_dict(unmasked.state_dict())
+    result = losses(unmasked)
+    assert result["val_causal"] != result["val"]
+    assert result["val_causal"] == pytest.approx(losses(twin)["val"], rel=1e-6)
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return train_tokenizer(TokenizerConfig(), TEXT)
+
+
+def test_token_labels_draw_whitespace_and_name_special_tokens(tokenizer):
+    ids = tokenizer.encode("e, q\n").ids + [tokenizer.token_to_id("[UNK]")]
+    assert token_labels(tokenizer, ids) == ["e", ",", "␣", "q", "↵", "[UNK]"]
+
+
+def events(run_dir) -> EventAccumulator:
+    accumulator = EventAccumulator(str(run_dir), size_guidance={"scalars": 0, "images": 0, "histograms": 0})
+    accumulator.Reload()
+    return accumulator
+
+
+def test_log_attention_writes_every_layers_scalars_histogram_and_pattern_under_its_tag(tmp_path, tokenizer):
+    tokens = np.array(tokenizer.encode(TEXT).ids)
+    model = tiny_model(vocab_size=tokenizer.get_vocab_size(), n_layer=2).train()
+    windows = probe_windows(tokens, 16, seed=3, device=torch.device("cpu"))
+    assert torch.equal(windows, probe_windows(tokens, 16, seed=3, device=torch.device("cpu")))
+    with SummaryWriter(tmp_path) as writer:
+        log_attention(writer, model, windows, tokenizer, step=7)
+    assert model.training
+
+    accumulator = events(tmp_path)
+    tags = accumulator.Tags()
+    assert set(tags["scalars"]) == {f"attn/{name}" for name in STATS} | {f"attn/{name}/1" for name in STATS}
+    assert set(tags["histograms"]) == {"attn/logits", "attn/logits/1"}
+    assert set(tags["images"]) == {"attn/pattern", "attn/pattern/1"}
+    assert accumulator.Scalars("attn/future_mass/1")[0].value == 0.0
+    assert 0 < accumulator.Scalars("attn/entropy")[0].value <= math.log(16)
+    histogram = accumulator.Histograms("attn/logits")[0]
+    assert histogram.step == 7
+    assert histogram.histogram_value.num == len(windows) * 16 * 17 / 2  # the scores on and below the diagonal
+    assert histogram.histogram_value.max == pytest.approx(accumulator.Scalars("attn/logit_max")[0].value)
+    image = accumulator.Images("attn/pattern")[0]
+    assert image.step == 7 and image.width > 300 and image.encoded_image_string.startswith(b"\x89PNG")
+
+
+def test_log_grad_norms_records_every_layers_projection_gradients_before_clipping(tmp_path):
+    model, idx = tiny_model(n_layer=2).train(), torch.randint(40, (4, 17))
+    twin = tiny_model(n_layer=2).train()
+    twin.loss(idx[:, :-1], idx[:, 1:]).backward()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with SummaryWriter(tmp_path) as writer:
+        logger = partial(log_grad_norms, writer, model, 1)
+        train_step(model, optimizer, idx[:, :-1], idx[:, 1:], lr=0.1, grad_clip=1e-3, on_gradients=logger)
+
+    accumulator = events(tmp_path)
+    for layer, suffix in ((0, ""), (1, "/1")):
+        for name, projection in (("wq", "W_Q"), ("wk", "W_K"), ("wv", "W_V")):
+            raw = getattr(twin.blocks[layer].attn, projection).weight.grad.norm().item()
+            assert raw > 1e-3  # so clipping to 1e-3 would have shrunk it
+            assert accumulator.Scalars(f"grad/{name}_norm{suffix}")[0].value == pytest.approx(raw, rel=1e-5)

@@ -1,0 +1,39 @@
+"""Data-parallel training under torchrun: two CPU processes (gloo), as a user would start them."""
+
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+from test_train import SHORT, curve, events
+
+pytestmark = pytest.mark.slow
+
+
+def test_two_process_run_shares_one_directory_keeps_replicas_identical_and_lowers_the_loss(tmp_path, cache_dir):
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+               str(ROOT / "train.py"), *SHORT, f"data.cache_dir={cache_dir}"]  # fmt: skip
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+    (run_dir,) = tmp_path.glob("outputs/*/*")  # one directory for both ranks, written by rank 0 alone
+    assert run_dir.name.startswith("torchrun-")
+    assert len(list(run_dir.glob("events.out.tfevents.*"))) == 1
+    assert sorted(p.name for p in (run_dir / ".hydra").iterdir()) == ["config.yaml", "hydra.yaml", "overrides.yaml"]
+    log = (run_dir / "train.log").read_text()
+    assert log.count("step 60: train loss") == 1  # one log, not one per rank
+    assert "x 2 processes" in log
+    assert "weights after the last step: identical on all 2 processes" in log
+    val = curve(events(run_dir), "val/loss")
+    assert [step for step, _ in val] == [0, 30, 60] and val[-1][1] < val[0][1] - 0.5
+
+
+def test_slurm_launcher_config_composes_with_the_settings_users_change():
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
+        cfg = compose("train", overrides=["hydra/launcher=slurm", "hydra.launcher.partition=gpu"], return_hydra_config=True)
+    launcher = cfg.hydra.launcher
+    assert launcher._target_.endswith("SlurmLauncher")
+    assert (launcher.partition, launcher.timeout_min, launcher.gpus_per_node, launcher.cpus_per_task) == ("gpu", 60, 1, 4)

@@ -1,0 +1,124 @@
+"""What the attention does, for TensorBoard: statistics of its weights and scores, its pattern, its gradients.
+
+The statistics read the reference path's AttentionResult (the fused kernel returns no weights). Tags name
+layer 0 plainly and add the index for the others: attn/entropy, attn/entropy/1, ...
+"""
+
+import numpy as np
+import torch
+from matplotlib.figure import Figure
+from tokenizers import Tokenizer
+from torch import Tensor
+from torch.utils.tensorboard import SummaryWriter
+
+from data import get_batch
+from model import AttentionResult, TinyLM
+
+PROBE_WINDOWS = 8  # validation windows the statistics average over: enough rows, little time
+PATTERN_TOKENS = 48  # the pattern image shows the first window's first tokens: a readable square
+SATURATED = 0.99  # a row whose largest weight exceeds this has collapsed onto one key
+VISIBLE_WHITESPACE = str.maketrans({" ": "␣", "\n": "↵", "\t": "⇥"})
+
+
+def entropy(weights: Tensor) -> Tensor:
+    """Mean over query rows of -sum_j a_ij log a_ij, in nats; masked keys (a_ij = 0) add 0, not nan."""
+    return -torch.special.xlogy(weights, weights).sum(-1).mean()
+
+
+def max_weight(weights: Tensor) -> Tensor:
+    return weights.amax(-1).mean()
+
+
+def saturated_frac(weights: Tensor) -> Tensor:
+    return (weights.amax(-1) > SATURATED).float().mean()
+
+
+def future_mass(weights: Tensor) -> Tensor:
+    """Mean over query rows i of the weight on keys j > i: exactly 0 under the causal mask."""
+    return weights.triu(diagonal=1).sum(-1).mean()
+
+
+def fed_scores(scores: Tensor) -> Tensor:
+    """The scaled scores the softmax could weight, flat: masked (-inf) entries are left out."""
+    return scores[scores.isfinite()]
+
+
+def attention_stats(result: AttentionResult) -> dict[str, Tensor]:
+    """Every statistic of one layer, still on the device, keyed by its tag's last part."""
+    weights, scores = result.weights, fed_scores(result.scores)
+    return {
+        "entropy": entropy(weights),
+        "max_weight": max_weight(weights),
+        "saturated_frac": saturated_frac(weights),
+        "logit_std": scores.std(),
+        "logit_max": scores.max(),
+        "future_mass": future_mass(weights),
+    }
+
+
+def layer_tag(name: str, layer: int) -> str:
+    return name if layer == 0 else f"{name}/{layer}"
+
+
+def write_scalars(writer: SummaryWriter, values: dict[str, Tensor], step: int) -> None:
+    # One transfer for all of them: reading each value on its own would wait for the device every time.
+    for tag, value in zip(values, torch.stack(list(values.values())).tolist()):
+        writer.add_scalar(tag, value, step)
+
+
+def probe_windows(val_tokens: np.ndarray, block_size: int, seed: int, device: torch.device) -> Tensor:
+    """The validation windows (PROBE_WINDOWS, block_size) that log_attention reads: the same for a given seed."""
+    return get_batch(val_tokens, PROBE_WINDOWS, block_size, torch.Generator().manual_seed(seed), device)[0]
+
+
+@torch.no_grad()
+def log_attention(writer: SummaryWriter, model: TinyLM, windows: Tensor, tokenizer: Tokenizer, step: int) -> None:
+    """Each layer's statistics (attn/...), a histogram of its scores (attn/logits) and, as an image, its weights
+    on the first window's first PATTERN_TOKENS tokens (attn/pattern), all through the reference path."""
+    was_training = model.training
+    model.eval()
+    results, pattern_results = [], []
+    model(windows, record=results)
+    snippet = windows[0, :PATTERN_TOKENS]
+    model(snippet[None], record=pattern_results)  # on its own, so even unmasked rows weigh only the keys shown
+    model.train(was_training)
+
+    labels = token_labels(tokenizer, snippet.tolist())
+    for layer, (result, pattern) in enumerate(zip(results, pattern_results)):
+        stats = attention_stats(result)
+        write_scalars(writer, {layer_tag(f"attn/{name}", layer): value for name, value in stats.items()}, step)
+        writer.add_histogram(layer_tag("attn/logits", layer), fed_scores(result.scores).float().cpu(), step)
+        writer.add_figure(layer_tag("attn/pattern", layer), pattern_figure(pattern.weights[0], labels, layer), step)
+
+
+def log_grad_norms(writer: SummaryWriter, model: TinyLM, step: int) -> None:
+    """grad/wq_norm, grad/wk_norm, grad/wv_norm of each layer: call after backward, before clipping."""
+    norms = {}
+    for layer, block in enumerate(model.blocks):
+        for name, projection in (("wq", block.attn.W_Q), ("wk", block.attn.W_K), ("wv", block.attn.W_V)):
+            norms[layer_tag(f"grad/{name}_norm", layer)] = projection.weight.grad.norm()
+    write_scalars(writer, norms, step)
+
+
+def token_labels(tokenizer: Tokenizer, ids: list[int]) -> list[str]:
+    """Each token's text with its whitespace drawn (␣ ↵ ⇥); special tokens, which decode drops, by name."""
+    return [tokenizer.decode([i]).translate(VISIBLE_WHITESPACE) or tokenizer.id_to_token(i) for i in ids]
+
+
+def pattern_figure(weights: Tensor, labels: list[str], layer: int) -> Figure:
+    """The (T, T) weights as a heat map, queries down and keys across, each labelled with its token."""
+    figure = Figure(figsize=(7.5, 7.5))  # no pyplot: no global figure to close
+    figure.subplots_adjust(left=0.1, right=0.9, top=0.87, bottom=0.02)  # a layout engine would double the time
+    axes = figure.add_subplot()
+    image = axes.imshow(weights.detach().float().cpu().numpy(), cmap="Blues", vmin=0, vmax=1)
+    positions = range(len(labels))
+    upright = max(map(len, labels)) == 1  # characters read best upright, longer tokens need turning to fit
+    axes.set_xticks(positions, labels, fontsize=7, family="monospace", rotation=0 if upright else 90)
+    axes.set_yticks(positions, labels, fontsize=7, family="monospace")
+    axes.tick_params(top=True, labeltop=True, bottom=False, labelbottom=False)
+    axes.set_xlabel("key j (the token read)")
+    axes.xaxis.set_label_position("top")
+    axes.set_ylabel("query i (the token reading)")
+    axes.set_title(f"layer {layer}: attention weight a_ij", loc="left")
+    figure.colorbar(image, ax=axes, fraction=0.046, pad=0.02)
+    return figure
