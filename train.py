@@ -193,7 +193,7 @@ def train(config: TrainConfig, run_dir: Path, checkpoint: Optional[dict] = None,
                 save(LAST, step)
             if stopping and not last:
                 close()
-                raise Interrupted(signal.Signals(stopping), step, run_dir)
+                raise Interrupted(signal.Signals(stopping), step, run_dir, ranks.world_size)
     progress.close()
     if ranks.distributed:
         agree = ranks.replicas_agree(model)
@@ -231,7 +231,8 @@ def main(cfg: DictConfig) -> float:
     except (ConfigError, DataError, NonFiniteLoss) as error:
         sys.exit(f"error: {error}")  # one line, no traceback: the message names the setting
     except Interrupted as stopped:
-        print(stopped, file=sys.stderr)
+        if ranks.main:
+            print(stopped, file=sys.stderr)
         sys.exit(stopped.exit_status)
     return losses["val"]  # for Hydra sweepers that minimise it
 

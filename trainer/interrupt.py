@@ -32,10 +32,11 @@ class StopSignals:
 
 
 class Interrupted(Exception):
-    def __init__(self, received: signal.Signals, step: int, run_dir: Path):
+    def __init__(self, received: signal.Signals, step: int, run_dir: Path, processes: int = 1):
+        launcher = f"torchrun --standalone --nproc_per_node={processes}" if processes > 1 else "python"
         super().__init__(
             f"stopped by {received.name} after step {step}; {run_dir / 'last.pt'} holds it. "
-            f"Resume with: python train.py trainer.resume={run_dir}"
+            f"Resume with: {launcher} train.py trainer.resume={run_dir}"
         )
         self.exit_status = 128 + received  # the shell's convention for a process ended by a signal
 
