@@ -45,8 +45,8 @@ from trainer import (
 )
 from trainer import distributed
 from trainer.checkpoint import BEST, LAST, load_checkpoint, restore_training_state, save_checkpoint, training_state
-from trainer.distributed import Ranks
 from trainer.cli import run_with_one_line_errors
+from trainer.distributed import Ranks
 from trainer.interrupt import Interrupted, NonFiniteLoss, StopSignals
 from trainer.resume import checkpoint_path, resumed_config
 from trainer.run_dir import register_resolvers
@@ -56,7 +56,9 @@ register_schema()
 register_resolvers()  # configs/train.yaml's hydra.run.dir: resumed runs and torchrun ranks share one directory
 
 
-def train(config: TrainConfig, run_dir: Path, checkpoint: Optional[dict] = None, ranks: Optional[Ranks] = None) -> dict[str, float]:
+def train(
+    config: TrainConfig, run_dir: Path, checkpoint: Optional[dict] = None, ranks: Optional[Ranks] = None
+) -> dict[str, float]:
     """Train as `config` says, writing into `run_dir`, from the start or from `checkpoint`; under torchrun,
     `ranks` says which process this is (rank 0 alone writes).
 
