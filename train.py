@@ -29,6 +29,7 @@ from data import DataError, check_fits, get_batch, prepare_tokens
 from model import TinyLM
 from trainer import (
     ConfigError,
+    allow_tf32,
     TrainConfig,
     estimate_loss,
     learning_rate,
@@ -69,7 +70,7 @@ def train(
     ranks = ranks or Ranks(device=pick_device(settings.device))
     device = ranks.device
     torch.manual_seed(settings.seed)  # the same initial weights on every rank
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True  # float32 matmuls on tensor cores
+    allow_tf32()
 
     # The data: token ids from the cache (tokenized on first use, by rank 0), and the tokenizer that made them.
     started = time.perf_counter()
@@ -103,9 +104,9 @@ def train(
     # DistributedDataParallel averages the ranks' gradients in backward; one process trains the model itself.
     trained = DistributedDataParallel(model) if ranks.distributed else model
     log.info(
-        "model: %s parameters on %s%s; scale=%s causal=%s d_k=%d qk_init=%s",
+        "model: %s parameters on %s%s, threads=%d; scale=%s causal=%s d_k=%d qk_init=%s",
         f"{sum(p.numel() for p in model.parameters()):,}", device,
-        f" x {ranks.world_size} processes" if ranks.distributed else "",
+        f" x {ranks.world_size} processes" if ranks.distributed else "", torch.get_num_threads(),
         config.model.scale, config.model.causal, config.model.d_k, config.model.qk_init.name,
     )  # fmt: skip
 
@@ -204,7 +205,8 @@ def train(
 
     # The run's settings next to its final metrics, and what the model writes now.
     if ranks.main:
-        log_hparams(writer, config, ["train/loss", "train/loss_eval", "val/loss", "val/loss_causal", "attn/entropy"])
+        final_metrics = ["train/loss", "train/loss_eval", "val/loss", "val/loss_causal", "attn/entropy", "attn/saturated_frac"]
+        log_hparams(writer, config, final_metrics)
         log.info("sample after %d steps:\n%s", settings.max_steps, sample_text())
     close()
     return losses

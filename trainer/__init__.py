@@ -1,7 +1,7 @@
 """Helpers of the training loop in train.py: config schema, optimizer, evaluation, device, TensorBoard."""
 
 from trainer.config import ConfigError, OptimConfig, TrainConfig, TrainerConfig, register_schema, to_train_config
-from trainer.device import pick_device
+from trainer.device import allow_tf32, pick_device
 from trainer.diagnostics import log_attention, log_grad_norms, probe_windows
 from trainer.evaluate import estimate_loss
 from trainer.optim import learning_rate, make_optimizer
@@ -14,6 +14,7 @@ __all__ = [
     "Precision",
     "TrainConfig",
     "TrainerConfig",
+    "allow_tf32",
     "autocast",
     "estimate_loss",
     "learning_rate",

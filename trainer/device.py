@@ -21,3 +21,9 @@ def pick_device(name: str) -> torch.device:
     if torch.backends.mps.is_available():
         return torch.device("mps")
     return torch.device("cpu")
+
+
+def allow_tf32() -> None:
+    """float32 matmuls on tensor cores. Here, not in train.py: joblib's launcher pickles train.py's functions by
+    value, with the modules they reach, and torch.backends cannot be pickled."""
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True

@@ -1,0 +1,186 @@
+import csv
+import json
+import re
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+from torch.utils.tensorboard import SummaryWriter
+
+from conftest import ROOT
+from trainer.summary import FINAL_TAGS, SUMMARY_FILES, find_runs, read_runs, summarize
+
+# A multirun of two jobs that lasts seconds; data.cache_dir is a path, so it must stay out of the job names.
+TINY = ["trainer.max_steps=10", "trainer.eval_interval=5", "trainer.eval_iters=2", "trainer.log_interval=5",
+        "trainer.batch_size=8", "trainer.sample_tokens=20", "model.block_size=32", "model.d_model=32",
+        "optim.warmup_steps=2"]  # fmt: skip
+DIAGNOSTICS = ["val/loss_causal", "attn/entropy", "attn/saturated_frac"]  # logged by train.py at every evaluation
+
+
+def fake_run(run_dir: Path, scalars: dict[str, list[float]], overrides: list[str] | None = None, seconds: float = 0):
+    """A run as train.py leaves it: an events file (values at steps 0, 10, 20...) and Hydra's overrides.yaml."""
+    writer = SummaryWriter(run_dir)
+    started = time.time()
+    for tag, values in scalars.items():
+        for index, value in enumerate(values):
+            writer.add_scalar(tag, value, 10 * index, walltime=started + seconds * (index + 1) / len(values))
+    writer.close()
+    if overrides is not None:
+        (run_dir / ".hydra").mkdir()
+        (run_dir / ".hydra" / "overrides.yaml").write_text("".join(f"- {override}\n" for override in overrides))
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with path.open() as file:
+        return list(csv.DictReader(file))
+
+
+def test_summary_holds_each_runs_final_values_and_leaves_missing_tags_empty(tmp_path):
+    fake_run(tmp_path / "0_model.scale=True", {"val/loss": [4.0, 2.5, 2.0], "attn/entropy": [2.0, 1.2]},
+             ["+experiment=x", "model.scale=True"])  # fmt: skip
+    fake_run(tmp_path / "1_model.scale=False", {"val/loss": [4.0, 3.0, 2.75]}, ["+experiment=x", "model.scale=False"])
+    written = summarize([tmp_path], tmp_path)
+    assert written == [tmp_path / name for name in SUMMARY_FILES]
+
+    rows = read_csv(tmp_path / "summary.csv")
+    assert list(rows[0]) == ["run", "overrides", *FINAL_TAGS, "wall_s"]
+    assert [row["run"] for row in rows] == ["0_model.scale=True", "1_model.scale=False"]
+    assert rows[0]["overrides"] == "+experiment=x model.scale=True"
+    assert float(rows[0]["val/loss"]) == 2.0 and float(rows[0]["attn/entropy"]) == pytest.approx(1.2)
+    assert float(rows[1]["val/loss"]) == 2.75 and rows[1]["attn/entropy"] == "" and rows[1]["train/loss"] == ""
+
+    markdown = (tmp_path / "summary.md").read_text()
+    assert "Overrides of every run: `+experiment=x`." in markdown
+    assert "| 0_model.scale=True | model.scale=True | | 2.000 | | 1.200 | | 0 |" in markdown.replace("  ", " ")
+    assert (tmp_path / "summary.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_wall_time_runs_from_the_first_to_the_last_event(tmp_path):
+    fake_run(tmp_path, {"val/loss": [4.0, 3.0]}, seconds=90)
+    assert read_runs([tmp_path])[0].wall_s == pytest.approx(90, abs=2)
+
+
+def test_runs_are_found_below_every_directory_in_natural_order(tmp_path):
+    for job in ("10_b", "2_a", "nested/deeper/run"):
+        fake_run(tmp_path / "sweep" / job, {"val/loss": [1.0]})
+    fake_run(tmp_path / "single", {"val/loss": [1.0]})
+    runs = find_runs([tmp_path / "sweep", tmp_path / "single"])
+    assert runs == [tmp_path / path for path in ("single", "sweep/2_a", "sweep/10_b", "sweep/nested/deeper/run")]
+    assert [run.name for run in read_runs([tmp_path / "sweep"])] == ["2_a", "10_b", "nested/deeper/run"]
+    assert [run.name for run in read_runs([tmp_path / "single"])] == ["single"]  # not "."
+
+
+def run_report(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "report.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
+
+
+def test_report_writes_the_summary_of_several_directories_where_asked(tmp_path):
+    fake_run(tmp_path / "a", {"val/loss": [3.0]}, ["model.d_k=16"])
+    fake_run(tmp_path / "b", {"val/loss": [2.0]}, ["model.d_k=64"])
+    result = run_report(str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "out"))
+    assert result.returncode == 0, result.stderr
+    assert "| a | model.d_k=16 |" in result.stdout
+    assert [row["run"] for row in read_csv(tmp_path / "out" / "summary.csv")] == ["a", "b"]
+
+
+@pytest.mark.parametrize("make, message", [(False, "no such directory"), (True, "no TensorBoard events files")])
+def test_report_without_runs_fails_in_one_line(tmp_path, make, message):
+    if make:
+        (tmp_path / "empty").mkdir()
+    result = run_report(str(tmp_path / "empty"))
+    assert result.returncode == 1
+    assert result.stderr.strip() == f"error: {tmp_path / 'empty'}: {message}" + (" in it or below it" if make else "")
+
+
+@pytest.fixture(scope="module")
+def sweep_dir(tmp_path_factory, cache_dir) -> Path:
+    sweep_dir = tmp_path_factory.mktemp("sweep")
+    result = subprocess.run(
+        [sys.executable, "train.py", "-m", "model.scale=true,false", *TINY, f"data.cache_dir={cache_dir}",
+         f"hydra.sweep.dir={sweep_dir}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return sweep_dir
+
+
+@pytest.mark.slow
+def test_sweep_jobs_are_named_by_number_and_overrides_without_paths(sweep_dir):
+    jobs = sorted(path.name for path in sweep_dir.iterdir() if path.is_dir())
+    names = [",".join(sorted([*TINY, f"model.scale={scale}"])) for scale in ("True", "False")]  # Hydra sorts them
+    assert jobs == [f"0_{names[0]}", f"1_{names[1]}"]
+
+
+@pytest.mark.slow
+def test_multirun_ends_with_its_summary_that_report_rebuilds_identically(sweep_dir, tmp_path):
+    rows = read_csv(sweep_dir / "summary.csv")
+    assert [row["run"].split(",")[0] for row in rows] == ["0_model.block_size=32", "1_model.block_size=32"]
+    assert all(float(row["val/loss"]) > 0 and float(row["train/loss"]) > 0 for row in rows)
+    assert (sweep_dir / "summary.png").read_bytes().startswith(b"\x89PNG")
+    assert "| model.scale=False |" in (sweep_dir / "summary.md").read_text()
+
+    assert run_report(str(sweep_dir), "--out", str(tmp_path)).returncode == 0
+    for name in ("summary.csv", "summary.md"):
+        assert (tmp_path / name).read_text() == (sweep_dir / name).read_text()
+
+
+@pytest.mark.slow
+def test_sweep_summary_has_the_attention_diagnostics(sweep_dir):
+    for row in read_csv(sweep_dir / "summary.csv"):
+        assert all(float(row[tag]) >= 0 for tag in DIAGNOSTICS), row
+
+
+@pytest.fixture(scope="module")
+def tensorboard_url(sweep_dir, tmp_path_factory):
+    """`tensorboard --logdir SWEEP --port 0`, as a user starts it; yields its address once it has read both jobs."""
+    log_path = tmp_path_factory.mktemp("tensorboard") / "tensorboard.log"
+    with log_path.open("w") as log:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "tensorboard.main", "--logdir", str(sweep_dir), "--port", "0"],
+            stdout=log, stderr=log,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not (address := re.search(r"http://localhost:\d+/", log_path.read_text())):
+            assert server.poll() is None and time.monotonic() < deadline, log_path.read_text()
+            time.sleep(0.2)
+        url = address.group(0)
+        while len(get_json(url + "data/runs")) < 2:  # it reads the logdir in the background
+            assert time.monotonic() < deadline, "tensorboard did not list both jobs"
+            time.sleep(0.5)
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def get_json(url: str, body: dict | None = None):
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data, {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.load(response)
+
+
+@pytest.mark.slow
+def test_tensorboard_shows_the_jobs_named_by_their_directories(tensorboard_url, sweep_dir):
+    assert get_json(tensorboard_url + "data/runs") == sorted(path.name for path in sweep_dir.iterdir() if path.is_dir())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tag", ["train/loss", "val/loss", *DIAGNOSTICS])
+def test_tensorboard_serves_every_jobs_scalars_over_http(tensorboard_url, tag):
+    for run in get_json(tensorboard_url + "data/runs"):
+        query = urllib.parse.urlencode({"run": run, "tag": tag})
+        points = get_json(f"{tensorboard_url}data/plugin/scalars/scalars?{query}")  # [[wall_time, step, value], ...]
+        assert [step for _, step, _ in points][-1] == 10 and all(value >= 0 for _, _, value in points)
+
+
+@pytest.mark.slow
+def test_tensorboard_hparams_tab_lists_settings_and_the_summarys_metrics(tensorboard_url):
+    experiment = get_json(tensorboard_url + "data/plugin/hparams/experiment", {"experimentName": ""})
+    assert {"model.scale", "model.d_k", "trainer.max_steps"} <= {info["name"] for info in experiment["hparamInfos"]}
+    assert set(FINAL_TAGS) <= {info["name"]["tag"] for info in experiment["metricInfos"]}
