@@ -15,7 +15,7 @@ def test_two_process_run_shares_one_directory_keeps_replicas_identical_and_lower
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
                str(ROOT / "train.py"), *SHORT, f"data.cache_dir={cache_dir}"]  # fmt: skip
     result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[:6000]  # the ranks' own errors come first
 
     (run_dir,) = tmp_path.glob("outputs/*/*")  # one directory for both ranks, written by rank 0 alone
     assert run_dir.name.startswith("torchrun-")
