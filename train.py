@@ -209,6 +209,7 @@ def train(
         log_hparams(writer, config, final_metrics)
         log.info("sample after %d steps:\n%s", settings.max_steps, sample_text())
     close()
+    ranks.barrier()  # all ranks leave together: torchrun takes one that ends early and abruptly for a failure
     return losses
 
 
