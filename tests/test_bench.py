@@ -4,6 +4,7 @@ import sys
 
 import pytest
 from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig
 
 import bench
 from conftest import ROOT
@@ -11,7 +12,7 @@ from model import ModelConfig, TinyLM
 from trainer import ConfigError
 
 
-def compose_bench(*overrides: str):
+def compose_bench(*overrides: str) -> DictConfig:
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
         return compose("bench", overrides=list(overrides))
 
@@ -33,8 +34,8 @@ def test_memory_growth_exponent_is_1_for_linear_and_2_for_quadratic_growth():
 
 
 def test_targets_hold_or_fail_on_the_measured_ratios_and_are_left_open_when_not_measured():
-    exponents = {"between": [1024, 2048], "step": {"fused": 0.9, "explicit": 1.1, "explicit_minus_fused": 1.4},
-                 "layer": {"fused": 1.0, "explicit": 1.4, "explicit_minus_fused": 1.9}}  # fmt: skip
+    exponents = {"between": [1024, 2048], "step": {"fused": 0.9, "explicit": 1.4},
+                 "layer": {"fused": 1.0, "explicit": 1.9}}  # fmt: skip
     results = {
         "throughput": {"full_over_compute": 0.95},
         "startup": {"cold_s": 16.0, "warm_s": 2.0},
@@ -107,4 +108,4 @@ def test_explicit_path_holds_the_block_by_block_matrices_that_the_fused_kernel_n
     fused, explicit = results["attention"]
     one_matrix_mb = 4 * 1024 * 1024 * 4 / 2**20  # batch x T x T float32 scores
     assert explicit["step_peak_mb"] - fused["step_peak_mb"] > one_matrix_mb
-    assert fused["layer_peak_mb"] < one_matrix_mb < explicit["layer_peak_mb"]
+    assert fused["layer_peak_mb"] < one_matrix_mb < explicit["layer_peak_mb"] - fused["layer_peak_mb"]
