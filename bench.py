@@ -35,7 +35,6 @@ import torch
 from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from torch import nn
 
@@ -53,6 +52,7 @@ from trainer import (
     train_step,
 )
 from trainer.cli import run_with_one_line_errors
+from trainer.config import to_typed
 
 log = logging.getLogger("tinylm.bench")
 logging.getLogger("tensorboard").setLevel(logging.WARNING)  # its event reader logs each file it has read
@@ -90,12 +90,7 @@ ConfigStore.instance().store(name="bench_schema", node=BenchConfig)  # the first
 def to_bench_config(cfg: DictConfig) -> tuple[TrainConfig, BenchSettings]:
     """The composed config as typed objects, every value checked as train.py checks its own; raises ConfigError."""
     config = to_train_config(OmegaConf.masked_copy(cfg, [key for key in cfg if key != "bench"]))
-    try:
-        # Hydra lets keys added with "+" through; merging into the schema catches them.
-        merged = OmegaConf.merge(OmegaConf.structured(BenchConfig), {"bench": OmegaConf.to_container(cfg.bench)})
-        settings = OmegaConf.to_object(merged.bench)
-    except OmegaConfBaseException as error:
-        raise ConfigError(f"{error.full_key}: {str(error.msg).splitlines()[0]}") from error
+    settings = to_typed(BenchConfig, {"bench": OmegaConf.to_container(cfg.bench)}).bench
     problems = [f"bench.{key}={getattr(settings, key)}: must be positive"
                 for key in ("repeats", "startup_repeats", "repeat_seconds", "attention_batch_size", "matmul_size")
                 if getattr(settings, key) <= 0]  # fmt: skip

@@ -17,7 +17,7 @@ from omegaconf import OmegaConf
 from tokenizers import Tokenizer
 
 from model import ModelConfig, TinyLM
-from trainer.config import ConfigError, TrainConfig
+from trainer.config import ConfigError, TrainConfig, to_typed
 from trainer.distributed import Ranks
 
 FORMAT = "tinylm-checkpoint-1"
@@ -78,7 +78,7 @@ def load_failure(error: Exception) -> str:
 
 
 def model_config(state: dict) -> ModelConfig:
-    return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(ModelConfig), state["config"]["model"]))
+    return to_typed(ModelConfig, state["config"]["model"])
 
 
 def plain_config(config: TrainConfig) -> dict:

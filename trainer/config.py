@@ -62,14 +62,19 @@ def register_schema() -> None:
 
 def to_train_config(cfg: DictConfig) -> TrainConfig:
     """The composed config as typed objects, every key, type and value checked; raises ConfigError."""
+    config = to_typed(TrainConfig, OmegaConf.to_container(cfg))
+    check_values(config)
+    return config
+
+
+def to_typed(schema: type, values: dict) -> object:
+    """Plain `values` merged into the dataclass `schema` and built; a ConfigError names a key or type it refuses."""
     try:
         # Hydra lets keys added with "+" through; merging the plain values into the schema catches them.
-        config = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(TrainConfig), OmegaConf.to_container(cfg)))
+        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), values))
     except OmegaConfBaseException as error:
         problem = str(error.msg).splitlines()[0]  # the lines after it repeat the key and the schema's type
         raise ConfigError(f"{error.full_key}: {problem}" if error.full_key else problem) from error
-    check_values(config)
-    return config
 
 
 POSITIVE = ["model.block_size", "model.d_model", "model.d_k", "model.d_v", "model.n_layer", "optim.lr",
