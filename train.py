@@ -1,9 +1,9 @@
 """Train TinyLM, the single-head self-attention language model, and log it for TensorBoard.
 
-    python train.py                                   # the defaults: char-level Shakespeare, about a minute on a CPU
-    python train.py model.scale=false model.d_k=512   # switch off 1/sqrt(d_k) and watch the softmax saturate
-    python train.py -m model.causal=true,false        # a sweep: one job per value
-    tensorboard --logdir outputs                      # (or multirun) to see the curves
+python train.py                                   # the defaults: char-level Shakespeare, about a minute on a CPU
+python train.py model.scale=false model.d_k=512   # switch off 1/sqrt(d_k) and watch the softmax saturate
+python train.py -m model.causal=true,false        # a sweep: one job per value
+tensorboard --logdir outputs                      # (or multirun) to see the curves
 """
 
 import logging
@@ -161,7 +161,9 @@ def train(
             x, y = get_batch(data.train, settings.batch_size, config.model.block_size, batches, device)
             last = step == settings.max_steps
             log_now = step % settings.log_interval == 0 or last
-            grad_norms = partial(log_grad_norms, writer, model, step) if log_now and ranks.main else None  # before clipping
+            grad_norms = (
+                partial(log_grad_norms, writer, model, step) if log_now and ranks.main else None
+            )  # before clipping
             loss = train_step(trained, optimizer, x, y, lr, config.optim.grad_clip, settings.precision, grad_norms)
             # Both stay on the device: reading them waits for the step, so only when logging or saving.
             loss_sum += loss
@@ -178,7 +180,10 @@ def train(
             if log_now and ranks.main:
                 steps_logged = step % settings.log_interval or settings.log_interval
                 now = time.perf_counter()
-                train_loss, tokens_per_sec = loss_sum.item() / steps_logged, steps_logged * tokens_per_step / (now - last_log)
+                train_loss, tokens_per_sec = (
+                    loss_sum.item() / steps_logged,
+                    steps_logged * tokens_per_step / (now - last_log),
+                )
                 writer.add_scalar("train/loss", train_loss, step)
                 writer.add_scalar("train/lr", lr, step)
                 writer.add_scalar("perf/tokens_per_sec", tokens_per_sec, step)
@@ -205,7 +210,14 @@ def train(
 
     # The run's settings next to its final metrics, and what the model writes now.
     if ranks.main:
-        final_metrics = ["train/loss", "train/loss_eval", "val/loss", "val/loss_causal", "attn/entropy", "attn/saturated_frac"]
+        final_metrics = [
+            "train/loss",
+            "train/loss_eval",
+            "val/loss",
+            "val/loss_causal",
+            "attn/entropy",
+            "attn/saturated_frac",
+        ]
         log_hparams(writer, config, final_metrics)
         log.info("sample after %d steps:\n%s", settings.max_steps, sample_text())
     close()
@@ -232,7 +244,12 @@ def main(cfg: DictConfig) -> float:
                 losses = train(config, run_dir, checkpoint, ranks)
             finally:
                 distributed.stop(ranks)
-        log.info("done in %.0fs: val loss %.4f; tensorboard --logdir %s", time.perf_counter() - started, losses["val"], run_dir)
+        log.info(
+            "done in %.0fs: val loss %.4f; tensorboard --logdir %s",
+            time.perf_counter() - started,
+            losses["val"],
+            run_dir,
+        )
     except (ConfigError, DataError, NonFiniteLoss) as error:
         sys.exit(f"error: {error}")  # one line, no traceback: the message names the setting
     except Interrupted as stopped:

@@ -47,7 +47,9 @@ def load_text(config: DataConfig) -> str:
 
 def text_files(config: DataConfig) -> str:
     # One row per file (sample_by="document") keeps every line break; "\r\n" comes back as "\n".
-    files = datasets.load_dataset("text", data_files=checked_paths(config.path), sample_by="document", split="train")["text"]
+    files = datasets.load_dataset("text", data_files=checked_paths(config.path), sample_by="document", split="train")[
+        "text"
+    ]
     # Each file ends its last line before the next file begins.
     return "".join(text if text.endswith("\n") else text + "\n" for text in files[:-1]) + files[-1]
 
@@ -62,7 +64,9 @@ def checked_paths(pattern: Optional[str]) -> list[str]:
         raise DataError(f"data.path={pattern}: no such file" + (" matches" if glob.has_magic(expanded) else ""))
     for path in paths:
         if os.path.isdir(path):
-            raise DataError(f"data.path={pattern}: {path} is a directory; give a file, or a glob such as {path.rstrip('/')}/*.txt")
+            raise DataError(
+                f"data.path={pattern}: {path} is a directory; give a file, or a glob such as {path.rstrip('/')}/*.txt"
+            )
         raw = Path(path).read_bytes()
         if not raw:
             raise DataError(f"data.path={pattern}: {path} is empty")
@@ -89,9 +93,13 @@ def hub_text(config: DataConfig) -> str:
     try:
         rows = datasets.load_dataset(config.name, config.subset, split=config.split)
     except ConnectionError as error:  # offline, and the data set is not in the local cache
-        raise DataError(f"data.name={config.name}: the hub cannot be reached and the data set is not in the local cache; {instead}") from error
+        raise DataError(
+            f"data.name={config.name}: the hub cannot be reached and the data set is not in the local cache; {instead}"
+        ) from error
     if config.text_column not in rows.column_names:
-        raise DataError(f"data.text_column={config.text_column}: not a column of {config.name}; it has {rows.column_names}")
+        raise DataError(
+            f"data.text_column={config.text_column}: not a column of {config.name}; it has {rows.column_names}"
+        )
     return "\n".join(rows[config.text_column])
 
 

@@ -25,7 +25,13 @@ def test_checkpoint_holds_all_a_resume_needs_in_plain_types(run_dir):
     state = torch.load(run_dir / "last.pt", weights_only=True)  # tensors and plain containers only
     assert state["step"] == 60 and state["format"] == "tinylm-checkpoint-1"
     assert {"model", "optimizer", "rng", "loss_sum", "best_val", "config", "tokenizer"} <= state.keys()
-    assert len(state["rng"]) == 1 and set(state["rng"][0]) == {"torch", "cuda", "numpy", "python", "batches"}  # per rank
+    assert len(state["rng"]) == 1 and set(state["rng"][0]) == {
+        "torch",
+        "cuda",
+        "numpy",
+        "python",
+        "batches",
+    }  # per rank
     assert state["config"]["model"]["d_model"] == 64 and state["config"]["model"]["qk_init"] == "unit"
     assert state["optimizer"]["state"]  # Adam's moments
     assert Tokenizer.from_str(state["tokenizer"]).get_vocab_size() == state["config"]["model"]["vocab_size"]

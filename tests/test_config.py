@@ -79,7 +79,10 @@ def test_key_added_with_plus_is_rejected_too(override):
         (["model.vocab_size=100"], "model.vocab_size=100: comes from the tokenizer"),
         (["tokenizer=bpe", "tokenizer.vocab_size=200"], "tokenizer.vocab_size=200: must be at least 256"),
         (["tokenizer.vocab_size=500"], "tokenizer.vocab_size=500: applies to tokenizer=bpe only"),
-        (["model.d_v=0", "trainer.batch_size=0"], "model.d_v=0: must be positive; trainer.batch_size=0: must be positive"),
+        (
+            ["model.d_v=0", "trainer.batch_size=0"],
+            "model.d_v=0: must be positive; trainer.batch_size=0: must be positive",
+        ),
     ],
 )
 def test_out_of_range_value_is_rejected_naming_the_key(overrides, message):

@@ -128,7 +128,9 @@ def test_cache_is_reused_and_rebuilt_when_text_or_tokenizer_change(tmp_path):
 
 def test_hub_source_offline_fails_at_once_naming_what_to_use_instead(tmp_path):
     config = DataConfig(source=Source.hub, name="karpathy/tiny_shakespeare", cache_dir=str(tmp_path))
-    with pytest.raises(DataError, match=r"data.name=karpathy/tiny_shakespeare: the hub cannot be reached .* data=text data.path="):
+    with pytest.raises(
+        DataError, match=r"data.name=karpathy/tiny_shakespeare: the hub cannot be reached .* data=text data.path="
+    ):
         load_text(config)
 
 

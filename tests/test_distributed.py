@@ -33,7 +33,14 @@ def test_slurm_launcher_config_composes_with_the_settings_users_change():
     from hydra import compose, initialize_config_dir
 
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
-        cfg = compose("train", overrides=["hydra/launcher=slurm", "hydra.launcher.partition=gpu"], return_hydra_config=True)
+        cfg = compose(
+            "train", overrides=["hydra/launcher=slurm", "hydra.launcher.partition=gpu"], return_hydra_config=True
+        )
     launcher = cfg.hydra.launcher
     assert launcher._target_.endswith("SlurmLauncher")
-    assert (launcher.partition, launcher.timeout_min, launcher.gpus_per_node, launcher.cpus_per_task) == ("gpu", 60, 1, 4)
+    assert (launcher.partition, launcher.timeout_min, launcher.gpus_per_node, launcher.cpus_per_task) == (
+        "gpu",
+        60,
+        1,
+        4,
+    )

@@ -88,4 +88,7 @@ def test_resume_refuses_to_change_the_model_or_data_naming_the_keys(tmp_path, ca
         "data.cache_dir can. Start a new run to change them"
     )
     error = run_train(monkeypatch, f"trainer.resume={tmp_path}", "trainer.max_steps=40")
-    assert error == "error: trainer.max_steps=40: the run being resumed is at step 60 already; raise trainer.max_steps to train on"
+    assert (
+        error
+        == "error: trainer.max_steps=40: the run being resumed is at step 60 already; raise trainer.max_steps to train on"
+    )

@@ -44,7 +44,10 @@ def uninterrupted(tmp_path_factory, cache_dir) -> Path:
 
 def assert_same_run(run_dir: Path, reference: Path) -> None:
     """Bit-identical final weights, and every curve with each step exactly once and the same values."""
-    ours, theirs = torch.load(run_dir / "last.pt", weights_only=True), torch.load(reference / "last.pt", weights_only=True)
+    ours, theirs = (
+        torch.load(run_dir / "last.pt", weights_only=True),
+        torch.load(reference / "last.pt", weights_only=True),
+    )
     assert ours["step"] == theirs["step"] == 60
     assert all(torch.equal(ours["model"][name], theirs["model"][name]) for name in theirs["model"])
     for tag in TAGS:
@@ -89,7 +92,9 @@ def test_resume_may_raise_max_steps(tmp_path, cache_dir, uninterrupted):
     assert torch.load(run_dir / "last.pt", weights_only=True)["step"] == 80
 
 
-def test_non_finite_loss_stops_at_once_naming_the_step_and_keeps_the_last_good_checkpoint(tmp_path, cache_dir, monkeypatch):
+def test_non_finite_loss_stops_at_once_naming_the_step_and_keeps_the_last_good_checkpoint(
+    tmp_path, cache_dir, monkeypatch
+):
     step_of = train.train_step
     calls = []
 

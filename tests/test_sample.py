@@ -23,7 +23,14 @@ def run_sample(monkeypatch, capsys, *overrides: str) -> str:
 
 
 def test_samples_continue_the_prompt_and_repeat_with_the_seed(char_run, monkeypatch, capsys):
-    settings = [f"ckpt={char_run}", "prompt=ROMEO:", "num_samples=3", "max_new_tokens=40", "temperature=0.8", "top_k=10"]
+    settings = [
+        f"ckpt={char_run}",
+        "prompt=ROMEO:",
+        "num_samples=3",
+        "max_new_tokens=40",
+        "temperature=0.8",
+        "top_k=10",
+    ]
     out = run_sample(monkeypatch, capsys, *settings)
     samples = out.split("\n" + "-" * 40 + "\n")
     assert len(samples) == 3 and all(text.startswith("ROMEO:") for text in samples)

@@ -108,7 +108,6 @@ def test_cli_multirun_gives_each_job_its_own_run(tmp_path, cache_dir):
         assert "val/loss" in events(job_dir).Tags()["scalars"]
 
 
-
 def test_evaluation_time_is_left_out_of_throughput(tmp_path, cache_dir, monkeypatch):
     evaluate = train.estimate_loss
 

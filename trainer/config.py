@@ -91,17 +91,25 @@ def check_values(config: TrainConfig) -> None:
     problems += [(key, "must not be negative") for key in NOT_NEGATIVE if value(key) < 0]
     problems += [(key, "must be at least 0 and below 1") for key in BELOW_ONE if not 0 <= value(key) < 1]
     if 0 < config.optim.lr < config.optim.min_lr:
-        problems.append(("optim.min_lr", f"must not exceed optim.lr={config.optim.lr}: the schedule decays from lr to min_lr"))
+        problems.append(
+            ("optim.min_lr", f"must not exceed optim.lr={config.optim.lr}: the schedule decays from lr to min_lr")
+        )
     if 0 < config.trainer.max_steps < config.trainer.eval_interval:
         problems.append(("trainer.eval_interval", f"must not exceed trainer.max_steps={config.trainer.max_steps}"))
     if not 0 < config.data.val_fraction < 1:
         problems.append(("data.val_fraction", "must be between 0 and 1"))
     if config.model.vocab_size is not None:
-        problems.append(("model.vocab_size", "comes from the tokenizer; to change it use tokenizer=bpe tokenizer.vocab_size=N"))
+        problems.append(
+            ("model.vocab_size", "comes from the tokenizer; to change it use tokenizer=bpe tokenizer.vocab_size=N")
+        )
     bpe = config.tokenizer.kind is TokenizerKind.bpe
     if bpe and (config.tokenizer.vocab_size or 0) < 256:
-        problems.append(("tokenizer.vocab_size", "must be at least 256 for tokenizer=bpe: its alphabet is the 256 bytes"))
+        problems.append(
+            ("tokenizer.vocab_size", "must be at least 256 for tokenizer=bpe: its alphabet is the 256 bytes")
+        )
     if not bpe and config.tokenizer.vocab_size is not None:
-        problems.append(("tokenizer.vocab_size", "applies to tokenizer=bpe only; a char vocabulary is the text's characters"))
+        problems.append(
+            ("tokenizer.vocab_size", "applies to tokenizer=bpe only; a char vocabulary is the text's characters")
+        )
     if problems:
         raise ConfigError("; ".join(f"{key}={value(key)}: {problem}" for key, problem in problems))

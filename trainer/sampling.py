@@ -39,7 +39,9 @@ def encode_prompt(tokenizer: Tokenizer, prompt: str) -> list[int]:
         raise ConfigError('prompt: must not be empty; the default is a line break, prompt="\\n"')
     encoding = tokenizer.encode(prompt)
     unknown_id = tokenizer.token_to_id(UNKNOWN)
-    unknown = sorted({prompt[start:end] for token, (start, end) in zip(encoding.ids, encoding.offsets) if token == unknown_id})
+    unknown = sorted(
+        {prompt[start:end] for token, (start, end) in zip(encoding.ids, encoding.offsets) if token == unknown_id}
+    )
     if unknown:
         raise ConfigError(f"prompt: {', '.join(map(repr, unknown))} never occurred in this model's training text")
     return encoding.ids
