@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from trainer.summary import summarize
+from summary import summarize
 
 
 def main() -> None:

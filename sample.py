@@ -4,8 +4,9 @@ python sample.py ckpt=outputs/DATE/TIME                    # the run's last.pt
 python sample.py ckpt=outputs/DATE/TIME/best.pt prompt="ROMEO:" num_samples=3 max_new_tokens=300 temperature=0.8 top_k=40
 """
 
-import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 import hydra
 import torch
@@ -13,27 +14,64 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 from tokenizers import Tokenizer
 
+from data.tokenizer import UNKNOWN
 from model import TinyLM
-from trainer import ConfigError, pick_device
-from trainer.checkpoint import LAST, load_checkpoint, model_config
-from trainer.cli import run_with_one_line_errors
-from trainer.sampling import SampleConfig, check_sample_config, encode_prompt
+from trainer.checkpoint import checkpoint_path, load_checkpoint, model_config
+from trainer.cli import one_line_errors, run_with_one_line_errors
+from trainer.config import ConfigError, to_typed
+from trainer.distributed import pick_device
 
-ConfigStore.instance().store(name="sample_schema", node=SampleConfig)
+
+@dataclass
+class SampleConfig:
+    ckpt: Optional[str] = None  # a checkpoint file, or a run directory (its last.pt)
+    prompt: str = "\n"  # the text the samples continue
+    num_samples: int = 1
+    max_new_tokens: int = 500
+    temperature: float = 1.0  # below 1: safer, more repetitive; above 1: wilder
+    top_k: Optional[int] = None  # sample only among the k likeliest tokens
+    seed: int = 1337
+    device: str = "auto"
+
+
+ConfigStore.instance().store(name="sample_schema", node=SampleConfig)  # the first entry of configs/sample.yaml
+
+
+def check_sample_config(config: SampleConfig) -> None:
+    problems = [] if config.ckpt else ["ckpt: give a checkpoint file or a run directory, e.g. ckpt=outputs/DATE/TIME"]
+    problems += [f"{key}={getattr(config, key)}: must be positive"
+                 for key in ("num_samples", "temperature") if getattr(config, key) <= 0]  # fmt: skip
+    if config.max_new_tokens < 0:
+        problems.append(f"max_new_tokens={config.max_new_tokens}: must not be negative")
+    if config.top_k is not None and config.top_k <= 0:
+        problems.append(f"top_k={config.top_k}: must be positive")
+    if problems:
+        raise ConfigError("; ".join(problems))
+
+
+def encode_prompt(tokenizer: Tokenizer, prompt: str) -> list[int]:
+    """The prompt's token ids; characters a char-level model never saw are refused (BPE encodes any text)."""
+    if not prompt:
+        raise ConfigError('prompt: must not be empty; the default is a line break, prompt="\\n"')
+    encoding = tokenizer.encode(prompt)
+    unknown_id = tokenizer.token_to_id(UNKNOWN)
+    unknown = sorted(
+        {prompt[start:end] for token, (start, end) in zip(encoding.ids, encoding.offsets) if token == unknown_id}
+    )
+    if unknown:
+        raise ConfigError(f"prompt: {', '.join(map(repr, unknown))} never occurred in this model's training text")
+    return encoding.ids
 
 
 @hydra.main(version_base="1.3", config_path=str(Path(__file__).parent / "configs"), config_name="sample")
 def main(cfg: DictConfig) -> None:
-    try:
-        config: SampleConfig = OmegaConf.to_object(cfg)
+    with one_line_errors():
+        config = to_typed(SampleConfig, OmegaConf.to_container(cfg))
         check_sample_config(config)
-        path = Path(config.ckpt).expanduser()
-        checkpoint = load_checkpoint(path / LAST if path.is_dir() else path)  # weights only: no code runs
+        checkpoint = load_checkpoint(checkpoint_path(config.ckpt, "ckpt"))  # weights only: no code runs
         tokenizer = Tokenizer.from_str(checkpoint["tokenizer"])
         prompt = encode_prompt(tokenizer, config.prompt)
         device = pick_device(config.device)
-    except ConfigError as error:
-        sys.exit(f"error: {error}")
 
     model = TinyLM(model_config(checkpoint)).to(device)
     model.load_state_dict(checkpoint["model"])

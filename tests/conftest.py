@@ -16,7 +16,7 @@ import pytest  # noqa: E402
 from hydra import compose, initialize_config_dir  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
-from trainer import register_schema  # noqa: E402
+from trainer.config import register_schema  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 register_schema()

@@ -7,9 +7,12 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
 import bench
+from benchmark.report import check_targets
+from benchmark.settings import Section
+from benchmark.training import growth_exponent, training_flops_per_token
 from conftest import ROOT
 from model import ModelConfig, TinyLM
-from trainer import ConfigError
+from trainer.config import ConfigError
 
 
 def compose_bench(*overrides: str) -> DictConfig:
@@ -24,13 +27,13 @@ def test_flops_per_token_counts_every_matmul_and_the_attention_over_all_keys():
     per_layer += 2 * (d * 4 * d + 4 * d * d)  # the MLP
     per_layer += 2 * T * d_k + 2 * T * d_v  # q.k for T keys, then the weighted sum of T values
     forward = layers * per_layer + 2 * d * vocab  # and the LM head; the embeddings are lookups
-    assert bench.training_flops_per_token(model) == 3 * forward
+    assert training_flops_per_token(model) == 3 * forward
 
 
 def test_memory_growth_exponent_is_1_for_linear_and_2_for_quadratic_growth():
-    assert bench.growth_exponent({1024: 100.0, 2048: 200.0}) == pytest.approx(1.0)
-    assert bench.growth_exponent({2048: 400.0, 1024: 100.0}) == pytest.approx(2.0)
-    assert bench.growth_exponent({1024: 0.0, 2048: 200.0}) is None  # nothing measured at the smaller size
+    assert growth_exponent({1024: 100.0, 2048: 200.0}) == pytest.approx(1.0)
+    assert growth_exponent({2048: 400.0, 1024: 100.0}) == pytest.approx(2.0)
+    assert growth_exponent({1024: 0.0, 2048: 200.0}) is None  # nothing measured at the smaller size
 
 
 def test_targets_hold_or_fail_on_the_measured_ratios_and_are_left_open_when_not_measured():
@@ -41,7 +44,7 @@ def test_targets_hold_or_fail_on_the_measured_ratios_and_are_left_open_when_not_
         "startup": {"cold_s": 16.0, "warm_s": 2.0},
         "attention_summary": {"speedup": {"step": {256: 2.5, 1024: 1.7}}, "memory_exponent": exponents},
     }
-    verdicts = [(target["measured"], target["holds"]) for target in bench.check_targets(results)]
+    verdicts = [(target["measured"], target["holds"]) for target in check_targets(results)]
     assert verdicts == [
         ("95%", True),
         ("1.70x", False),
@@ -52,14 +55,14 @@ def test_targets_hold_or_fail_on_the_measured_ratios_and_are_left_open_when_not_
         ("2.00 s", True),
         ("16.00 s", False),
     ]
-    verdicts = [target["holds"] for target in bench.check_targets({"throughput": {"full_over_compute": 0.8}})]
+    verdicts = [target["holds"] for target in check_targets({"throughput": {"full_over_compute": 0.8}})]
     assert verdicts == [False] + [None] * 7
 
 
 def test_bench_config_composes_the_train_groups_and_checks_the_bench_settings():
     config, settings = bench.to_bench_config(compose_bench("model.d_k=64", "bench.block_sizes=[64,128]"))
     assert config.model.d_k == 64 and config.trainer.batch_size == 32  # TrainConfig's defaults
-    assert settings.block_sizes == [64, 128] and settings.sections == list(bench.Section)
+    assert settings.block_sizes == [64, 128] and settings.sections == list(Section)
     with pytest.raises(ConfigError, match=r"^bench\.repats: Key 'repats' not in 'BenchSettings'"):
         bench.to_bench_config(compose_bench("+bench.repats=3"))
     with pytest.raises(ConfigError, match=r"bench\.repeats=0: must be positive"):

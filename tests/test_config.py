@@ -8,7 +8,8 @@ from hydra.errors import ConfigCompositionException
 from conftest import ROOT, compose_config
 from data import Source, TokenizerKind
 from model import QKInit
-from trainer import ConfigError, TrainConfig, pick_device, to_train_config
+from trainer.config import ConfigError, TrainConfig, to_train_config
+from trainer.distributed import pick_device
 
 # The settings an option cannot do without (null in its YAML, and checked when the data is loaded).
 REQUIRED = {"data=text": ["data.path=notes.txt"], "data=hub": ["data.name=karpathy/tiny_shakespeare"]}

@@ -9,7 +9,8 @@ from torch.utils.tensorboard import SummaryWriter
 
 from data import TokenizerConfig, train_tokenizer
 from model import ModelConfig, TinyLM, attention
-from trainer import estimate_loss, train_step
+from trainer.evaluate import estimate_loss
+from trainer.step import train_step
 from trainer.diagnostics import (
     attention_stats,
     entropy,

@@ -10,7 +10,7 @@ from omegaconf import OmegaConf
 
 from conftest import ROOT, compose_config
 from model import QKInit
-from trainer import to_train_config
+from trainer.config import to_train_config
 
 # What each preset sweeps (the grids): setting -> its values, in the order the jobs run.
 GRIDS = {

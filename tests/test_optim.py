@@ -1,7 +1,8 @@
 import pytest
 
 from conftest import compose_config
-from trainer import learning_rate, to_train_config
+from trainer.config import to_train_config
+from trainer.optim import learning_rate
 
 
 def test_learning_rate_warms_up_linearly_then_decays_to_min_lr():

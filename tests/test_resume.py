@@ -9,7 +9,7 @@ import torch
 import train
 from conftest import ROOT
 from test_train import SHORT, curve, events, short_run
-from trainer.interrupt import NonFiniteLoss
+from trainer.stopping import NonFiniteLoss
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,9 @@ import pytest
 from torch.utils.tensorboard import SummaryWriter
 
 from conftest import ROOT
-from trainer.summary import FINAL_TAGS, SUMMARY_FILES, find_runs, read_runs, summarize
+from summary import SUMMARY_FILES, summarize
+from summary.runs import find_runs, read_runs
+from trainer.tags import FINAL_TAGS
 
 # A multirun of two jobs that lasts seconds; data.cache_dir is a path, so it must stay out of the job names.
 TINY = ["trainer.max_steps=10", "trainer.eval_interval=5", "trainer.eval_iters=2", "trainer.log_interval=5",

@@ -8,7 +8,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 import train
 from conftest import ROOT, compose_config
-from trainer import to_train_config
+from trainer.config import to_train_config
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,5 @@
-"""Checkpoints: everything a run needs to continue exactly, written atomically, read back without running code.
+"""Checkpoints: everything a run needs to continue exactly, written atomically, read back without running code;
+and resuming: which checkpoint a `trainer.resume` names, and which settings a resume may change.
 
 A checkpoint holds only tensors and plain Python containers, so `torch.load(..., weights_only=True)` reads it;
 it is written to a temporary file in the same directory, flushed to disk, then renamed over the old one, so a
@@ -7,26 +8,46 @@ kill at any instant leaves the previous checkpoint whole.
 
 import os
 import random
+import re
+import shlex
 import uuid
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import torch
-from omegaconf import OmegaConf
-from tokenizers import Tokenizer
+from omegaconf import DictConfig, OmegaConf
 
 from model import ModelConfig, TinyLM
-from trainer.config import ConfigError, TrainConfig, to_typed
+from trainer.config import ConfigError, TrainConfig, plain_config, to_train_config, to_typed
 from trainer.distributed import Ranks
 
 FORMAT = "tinylm-checkpoint-1"
 LAST, BEST = "last.pt", "best.pt"
 KEYS = {"format", "step", "config", "model", "optimizer", "rng", "loss_sum", "best_val", "tokenizer"}
+# A resume continues the same run; besides trainer.resume itself, only these may differ from the checkpoint's settings.
+RESUMABLE = ["trainer.max_steps", "trainer.ckpt_interval", "trainer.device", "trainer.sample_tokens", "data.cache_dir"]
 
 
-class CheckpointError(ConfigError):
+class CheckpointError(Exception):
     """A file that is not a tinylm checkpoint this code can use; the message names the file."""
+
+
+class Checkpointer:
+    """Writes a run's checkpoints: last.pt to resume from, best.pt at each new lowest validation loss. Every rank
+    calls it (their random states are gathered); rank 0 alone writes, after `before_write` (TensorBoard's flush:
+    nothing a checkpoint says is done may be missing from the curves)."""
+
+    def __init__(self, run_dir: Path, ranks: Ranks, state: Callable[[], dict], before_write: Callable[[], None]):
+        self.run_dir, self.ranks, self.state, self.before_write = run_dir, ranks, state, before_write
+        self.last = run_dir / LAST
+
+    def save(self, name: str = LAST) -> None:
+        state = self.state()
+        if self.ranks.main:
+            self.before_write()
+            save_checkpoint(state, self.run_dir / name)
 
 
 def save_checkpoint(state: dict, path: Path) -> None:
@@ -81,40 +102,14 @@ def model_config(state: dict) -> ModelConfig:
     return to_typed(ModelConfig, state["config"]["model"])
 
 
-def plain_config(config: TrainConfig) -> dict:
-    """The resolved settings as plain dicts and strings: what weights_only loading accepts."""
-    return OmegaConf.to_container(OmegaConf.structured(config), enum_to_str=True)
+def checkpoint_state(step: int, config: TrainConfig, ranks: Ranks, **parts) -> dict:
+    """A checkpoint's contents: `parts` are model, optimizer, loss_sum, best_val, tokenizer (as plain values) and
+    batch_generator, whose state joins this process's other random states; every rank's are gathered."""
+    rng = ranks.gather(rng_states(parts.pop("batch_generator")))
+    return {"format": FORMAT, "step": step, "config": plain_config(config), "rng": rng, **parts}
 
 
-def training_state(
-    step: int, config: TrainConfig, model: TinyLM, optimizer: torch.optim.Optimizer, batches: torch.Generator,
-    loss_sum: torch.Tensor, best_val: float, tokenizer: Tokenizer, ranks: Ranks,
-) -> dict:  # fmt: skip
-    """What a run needs to go on exactly where it is; every rank calls it (their random states are gathered)."""
-    return {
-        "format": FORMAT, "step": step, "config": plain_config(config), "model": model.state_dict(),
-        "optimizer": optimizer.state_dict(), "rng": ranks.gather(rng_states(batches)),
-        "loss_sum": loss_sum.detach().cpu(), "best_val": best_val, "tokenizer": tokenizer.to_str(),
-    }  # fmt: skip
-
-
-def restore_training_state(
-    state: dict, model: TinyLM, optimizer: torch.optim.Optimizer, batches: torch.Generator, ranks: Ranks
-) -> tuple[int, float, torch.Tensor]:
-    """Puts the model, the optimizer and this rank's random states back; returns the next step, the best val
-    loss so far and the running sum of the training losses of the unfinished log window."""
-    if len(state["rng"]) != ranks.world_size:
-        raise ConfigError(
-            f"trainer.resume: the checkpoint was written by {len(state['rng'])} processes; resume it with as many "
-            f"(torchrun --nproc_per_node={len(state['rng'])}) to draw the same batches"
-        )
-    model.load_state_dict(state["model"])
-    optimizer.load_state_dict(state["optimizer"])
-    restore_rng_states(state["rng"][ranks.rank], batches)
-    return state["step"] + 1, state["best_val"], state["loss_sum"]
-
-
-def rng_states(batches: torch.Generator) -> dict:
+def rng_states(batch_generator: torch.Generator) -> dict:
     numpy_state = np.random.get_state(legacy=False)
     return {
         "torch": torch.get_rng_state(),
@@ -122,11 +117,11 @@ def rng_states(batches: torch.Generator) -> dict:
         "numpy": {**numpy_state, "state": {"key": torch.from_numpy(numpy_state["state"]["key"].astype(np.int64)),
                                            "pos": numpy_state["state"]["pos"]}},
         "python": random.getstate(),
-        "batches": batches.get_state(),  # the generator that draws the training windows
+        "batches": batch_generator.get_state(),  # the generator that draws the training windows
     }  # fmt: skip
 
 
-def restore_rng_states(states: dict, batches: torch.Generator) -> None:
+def restore_rng_states(states: dict, batch_generator: torch.Generator) -> None:
     torch.set_rng_state(states["torch"])
     if states["cuda"] and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(states["cuda"])
@@ -135,4 +130,60 @@ def restore_rng_states(states: dict, batches: torch.Generator) -> None:
     np.random.set_state({**numpy_state, "state": {"key": key, "pos": numpy_state["state"]["pos"]}})
     version, internal, gauss = states["python"]
     random.setstate((version, tuple(internal), gauss))
-    batches.set_state(states["batches"])
+    batch_generator.set_state(states["batches"])
+
+
+# Resuming.
+
+
+def run_dir_of(resume: str) -> Path:
+    """The run directory that trainer.resume names: the directory itself, or the one holding the checkpoint file."""
+    path = Path(resume).expanduser()
+    return path if path.is_dir() else path.parent
+
+
+def checkpoint_path(name: str, setting: str = "trainer.resume") -> Path:
+    """The checkpoint that `setting` names: a run directory (its last.pt) or a checkpoint file."""
+    path = Path(name).expanduser()
+    if not path.exists():
+        raise CheckpointError(f"{setting}={name}: no such run directory or checkpoint file")
+    return path / LAST if path.is_dir() else path
+
+
+def resume_override(run_dir: Path) -> str:
+    """`trainer.resume=RUN_DIR` as one shell word that Hydra parses back to the same path: a sweep job's directory
+    (1_model.causal=False) holds characters Hydra's override grammar reads as syntax unless quoted."""
+    value = str(run_dir)
+    if not re.fullmatch(r"[\w./~@+-]+", value):
+        value = '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return shlex.quote(f"trainer.resume={value}")
+
+
+def resumed_config(saved: dict, cfg: DictConfig, overrides: list[str], step: int) -> TrainConfig:
+    """The checkpoint's settings `saved`, with the command line's `overrides` of the RESUMABLE keys applied.
+
+    An override of any other key that differs from the saved value is refused, naming the keys.
+    """
+    given = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))
+    resumed = OmegaConf.create(saved)
+    refused = []
+    for key in sorted({override.split("=", 1)[0].lstrip("+~") for override in overrides}):
+        if key.startswith("hydra"):
+            continue
+        if key in RESUMABLE or key == "trainer.resume":
+            OmegaConf.update(resumed, key, OmegaConf.select(given, key))
+        elif OmegaConf.select(given, key) != OmegaConf.select(resumed, key):
+            refused.append(key)
+    if refused:
+        raise ConfigError(
+            f"trainer.resume: {', '.join(refused)} cannot change when a run resumes (its settings come from the "
+            f"checkpoint); only {', '.join(RESUMABLE)} can. Start a new run to change them"
+        )
+    resumed.model.vocab_size = None  # set again from the tokenizer, as in a new run
+    config = to_train_config(resumed)
+    if config.trainer.max_steps <= step:
+        raise ConfigError(
+            f"trainer.max_steps={config.trainer.max_steps}: the run being resumed is at step {step} already; "
+            f"raise trainer.max_steps to train on"
+        )
+    return config

@@ -1,11 +1,41 @@
-"""Command-line entry points: every mistake a user can make ends in one line on stderr and exit status 1."""
+"""Command-line entry points: every mistake a user can make, and every way a run stops early, ends in one line on
+stderr and an exit status: 1 for an error, 128 + the signal for a run stopped by one."""
 
 import os
 import sys
-from typing import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from hydra.errors import HydraException, OverrideParseException
 from omegaconf.errors import OmegaConfBaseException
+
+from data import DataError
+from trainer.checkpoint import CheckpointError
+from trainer.config import ConfigError
+from trainer.stopping import Interrupted, NonFiniteLoss
+
+ONE_LINE_ERRORS = (ConfigError, DataError, CheckpointError, NonFiniteLoss)  # their messages name the setting or file
+
+
+@contextmanager
+def one_line_errors() -> Iterator[None]:
+    """Inside a @hydra.main function: tinylm's own errors end the process in one line, before Hydra would report
+    them (in a sweep, a Ctrl-C then stops the sweep, not only its job). Under torchrun rank 0 alone says it."""
+    try:
+        yield
+    except ONE_LINE_ERRORS as error:
+        exit_with(f"error: {error}", 1)
+    except Interrupted as stopped:
+        exit_with(str(stopped), stopped.exit_status)
+
+
+def exit_with(message: str, status: int) -> None:
+    if os.environ.get("RANK", "0") != "0":  # the ranks agree on why they stop: one says so
+        sys.exit(status)
+    if status == 1:
+        sys.exit(message)
+    print(message, file=sys.stderr)
+    sys.exit(status)
 
 
 def run_with_one_line_errors(main: Callable[[], object]) -> None:

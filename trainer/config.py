@@ -3,6 +3,7 @@ model/, DataConfig and TokenizerConfig from data/, OptimConfig and TrainerConfig
 every key and type; check_values then checks the ranges."""
 
 from dataclasses import dataclass, field
+from enum import Enum
 from operator import attrgetter
 from typing import Optional
 
@@ -12,11 +13,15 @@ from omegaconf.errors import OmegaConfBaseException
 
 from data import DataConfig, TokenizerConfig, TokenizerKind
 from model import ModelConfig
-from trainer.step import Precision
 
 
 class ConfigError(Exception):
     """A setting that cannot work; the message names the setting."""
+
+
+class Precision(Enum):
+    fp32 = "fp32"
+    bf16 = "bf16"  # autocast to bfloat16 for matmuls; weights and optimizer state stay float32
 
 
 @dataclass
@@ -65,6 +70,11 @@ def to_train_config(cfg: DictConfig) -> TrainConfig:
     config = to_typed(TrainConfig, OmegaConf.to_container(cfg))
     check_values(config)
     return config
+
+
+def plain_config(config: TrainConfig) -> dict:
+    """The settings as plain dicts, numbers and strings: what a checkpoint (weights_only) and the HParams tab hold."""
+    return OmegaConf.to_container(OmegaConf.structured(config), enum_to_str=True)
 
 
 def to_typed(schema: type, values: dict) -> object:

@@ -1,4 +1,5 @@
-"""Data-parallel training under torchrun: which process this is, and the few things ranks agree on.
+"""Which process and device this is: the device to train on, and under torchrun the ranks and the few things they
+agree on.
 
 `torchrun --nproc_per_node=N train.py` starts N processes with RANK, LOCAL_RANK and WORLD_SIZE set; each
 trains a replica on its own batches and DistributedDataParallel averages their gradients. Without torchrun
@@ -17,7 +18,32 @@ import torch
 import torch.distributed as dist
 
 from trainer.config import ConfigError
-from trainer.device import pick_device
+
+log = logging.getLogger(__name__)
+
+
+def pick_device(name: str) -> torch.device:
+    """`auto` is the best device present: cuda, then mps, then cpu; any other name must be present."""
+    if name != "auto":
+        try:
+            device = torch.device(name)
+        except RuntimeError:
+            raise ConfigError(f"trainer.device={name}: not a device; use auto, cpu, cuda, cuda:N or mps") from None
+        available = {"cpu": True, "cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}
+        if not available.get(device.type, False):
+            raise ConfigError(f"trainer.device={name}: not available to this machine's torch; use auto or cpu")
+        return device
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if torch.backends.mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+def allow_tf32() -> None:
+    """float32 matmuls on tensor cores. Here, not in train.py: joblib's launcher pickles train.py's functions by
+    value, with the modules they reach, and torch.backends cannot be pickled."""
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
 
 
 @dataclass
@@ -25,7 +51,7 @@ class Ranks:
     rank: int = 0
     world_size: int = 1
     device: torch.device = torch.device("cpu")
-    flags: Optional[dist.ProcessGroup] = None  # a CPU (gloo) group for stop signals: no GPU sync in the loop
+    control_group: Optional[dist.ProcessGroup] = None  # a CPU (gloo) group for stop signals: no GPU sync in the loop
 
     @property
     def main(self) -> bool:
@@ -42,14 +68,14 @@ class Ranks:
 
     def barrier(self) -> None:
         if self.distributed:
-            dist.barrier(self.flags)
+            dist.barrier(self.control_group)
 
     def gather(self, value: object) -> list:
         """Every rank's `value`, in rank order."""
         if not self.distributed:
             return [value]
         gathered = [None] * self.world_size
-        dist.all_gather_object(gathered, value, group=self.flags)
+        dist.all_gather_object(gathered, value, group=self.control_group)
         return gathered
 
     @contextmanager
@@ -61,19 +87,24 @@ class Ranks:
         if self.main:
             self.barrier()
 
-    def replicas_agree(self, model: torch.nn.Module) -> bool:
-        """Whether every rank holds bit-identical weights, as data-parallel training must keep them."""
+    def check_replicas(self, model: torch.nn.Module) -> None:
+        """Log whether every rank holds bit-identical weights, as data-parallel training must keep them."""
+        if not self.distributed:
+            return
         digest = hashlib.sha256()
         for tensor in model.state_dict().values():
             digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
-        return len(set(self.gather(digest.hexdigest()))) == 1
+        agree = len(set(self.gather(digest.hexdigest()))) == 1
+        report = log.info if agree else log.error
+        report("weights after the last step: %s on all %d processes", "identical" if agree else "NOT identical",
+               self.world_size)  # fmt: skip
 
     def mean(self, values: dict[str, float]) -> dict[str, float]:
         """The mean over ranks of each value, e.g. the losses each rank estimated on its own batches."""
         if not self.distributed:
             return values
         stacked = torch.tensor(list(values.values()), dtype=torch.float64)
-        dist.all_reduce(stacked, group=self.flags)
+        dist.all_reduce(stacked, group=self.control_group)
         return dict(zip(values, (stacked / self.world_size).tolist()))
 
     def maximum(self, value: int) -> int:
@@ -81,7 +112,7 @@ class Ranks:
         if not self.distributed:
             return value
         reduced = torch.tensor(value, dtype=torch.int64)
-        dist.all_reduce(reduced, op=dist.ReduceOp.MAX, group=self.flags)
+        dist.all_reduce(reduced, op=dist.ReduceOp.MAX, group=self.control_group)
         return int(reduced)
 
 
@@ -99,8 +130,8 @@ def start(device_name: str) -> Ranks:
     elif device.type != "cpu":
         raise ConfigError(f"trainer.device={device_name}: torchrun training runs on cuda or cpu")
     dist.init_process_group("nccl" if device.type == "cuda" else "gloo", rank=rank, world_size=world_size)
-    flags = dist.new_group(backend="gloo") if device.type == "cuda" else None  # None: the default (gloo) group
-    return Ranks(rank, world_size, device, flags)
+    control_group = dist.new_group(backend="gloo") if device.type == "cuda" else None  # None: the default (gloo) group
+    return Ranks(rank, world_size, device, control_group)
 
 
 def stop(ranks: Ranks) -> None:

@@ -6,7 +6,8 @@ from torch import Tensor
 
 from data import get_batch
 from model import TinyLM
-from trainer.step import Precision, autocast
+from trainer.config import Precision
+from trainer.step import autocast
 
 
 @torch.no_grad()

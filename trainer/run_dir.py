@@ -12,11 +12,12 @@ from typing import Optional
 
 from omegaconf import OmegaConf
 
+from trainer.checkpoint import run_dir_of
+
 
 def run_dir(resume: Optional[str], fresh: str) -> str:
     if resume:
-        path = Path(resume).expanduser()
-        return str(path if path.is_dir() else path.parent)
+        return str(run_dir_of(resume))
     run_id = os.environ.get("TORCHELASTIC_RUN_ID", "none")  # torchrun's rendezvous id, shared by all ranks
     if run_id != "none":  # a clock reading would differ between ranks; the rendezvous id does not
         return str(Path(fresh).parent / f"torchrun-{run_id[:8]}")

@@ -2,18 +2,13 @@
 
 import contextlib
 from collections.abc import Callable
-from enum import Enum
 
 import torch
 from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel
 
 from model import TinyLM
-
-
-class Precision(Enum):
-    fp32 = "fp32"
-    bf16 = "bf16"  # autocast to bfloat16 for matmuls; weights and optimizer state stay float32
+from trainer.config import Precision
 
 
 def autocast(device: torch.device, precision: Precision) -> contextlib.AbstractContextManager:

@@ -1,0 +1,1 @@
+"""The sections of bench.py, each measured in its own module, and the report it prints."""

@@ -1,0 +1,132 @@
+"""bench.py's results against the targets, as Markdown tables."""
+
+import os
+import platform
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import torch
+
+from benchmark.training import PARTS
+from trainer.config import TrainConfig
+
+
+def target(name: str, value: Optional[float], holds: Callable[[float], bool], shown: str) -> dict[str, Any]:
+    if value is None:
+        return {"target": name, "measured": None, "holds": None}
+    return {"target": name, "measured": shown.format(value), "holds": holds(value)}
+
+
+def check_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The issue's targets for a 2-core CPU, as this run measured them; holds is None for what it did not measure.
+    Memory grows linearly or quadratically as the measured exponent is nearer 1 or 2."""
+    throughput, startup = results.get("throughput", {}), results.get("startup", {})
+    speedup = results.get("attention_summary", {}).get("speedup", {}).get("step", {})
+    exponent = results.get("attention_summary", {}).get("memory_exponent", {})
+    step, layer = exponent.get("step", {}), exponent.get("layer", {})
+    linear, quadratic, shown = (lambda v: v < 1.5), (lambda v: v >= 1.5), "exponent {:.2f}"
+    return [
+        target("full step >= 90% of compute-only throughput", throughput.get("full_over_compute"),
+               lambda v: v >= 0.9, "{:.0%}"),
+        target("fused step >= 2x faster than explicit at block_size 1024", speedup.get(1024), lambda v: v >= 2,
+               "{:.2f}x"),
+        target("fused path: step peak memory grows ~linearly", step.get("fused"), linear, shown),
+        target("explicit path: step peak memory grows ~quadratically", step.get("explicit"), quadratic, shown),
+        target("fused path: attention layer peak memory grows ~linearly", layer.get("fused"), linear, shown),
+        target("explicit path: attention layer peak memory grows ~quadratically", layer.get("explicit"), quadratic,
+               shown),
+        target("warm startup to the first step <= 3 s", startup.get("warm_s"), lambda v: v <= 3, "{:.2f} s"),
+        target("cold startup to the first step <= 15 s", startup.get("cold_s"), lambda v: v <= 15, "{:.2f} s"),
+    ]  # fmt: skip
+
+
+def processor_name() -> str:
+    cpuinfo = Path("/proc/cpuinfo")  # Linux, where platform.processor() is often empty
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def machine(device: torch.device, config: TrainConfig) -> dict[str, Any]:
+    return {
+        "device": str(device),
+        "name": torch.cuda.get_device_name(device) if device.type == "cuda" else processor_name(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "precision": config.trainer.precision.value,
+        "compile": config.trainer.compile,
+        "load_average_at_start": os.getloadavg()[0],  # above 0 when other work shares the machine
+    }
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    return "\n".join("| " + " | ".join(cells) + " |" for cells in [header, ["---"] * len(header), *rows])
+
+
+def measures_table(results: dict[str, Any]) -> list[list[str]]:
+    rows = []
+    if throughput := results.get("throughput"):
+        matmul = throughput["matmul_size"]
+        rows += [
+            [f"training, full step (batch {throughput['batch_size']} x block {throughput['block_size']})",
+             f"{throughput['full_step_tokens_per_s']:,.0f} tokens/s"],
+            ["training, compute only (one preloaded batch)", f"{throughput['compute_tokens_per_s']:,.0f} tokens/s"],
+            ["full step / compute only", f"{throughput['full_over_compute']:.0%}"],
+            ["model FLOPs per token, training step", f"{throughput['flops_per_token'] / 1e6:.2f} M"],
+            ["achieved by the full step", f"{throughput['achieved_flops_per_s'] / 1e9:.1f} GFLOP/s"],
+            [f"matmul {matmul}x{matmul}", f"{throughput['matmul_flops_per_s'] / 1e9:.1f} GFLOP/s"],
+            ["model-FLOPs utilisation", f"{throughput['mfu']:.0%}"],
+        ]  # fmt: skip
+    if startup := results.get("startup"):
+        rows += [["train.py to its first step, cold (tokenizes the corpus)", f"{startup['cold_s']:.2f} s"],
+                 ["train.py to its first step, warm (token cache)", f"{startup['warm_s']:.2f} s"]]  # fmt: skip
+    if tokenization := results.get("tokenization"):
+        rows += [[f"tokenization, {name} ({tokenization['corpus_mb']:.2f} MB corpus)", f"{speed:.1f} MB/s"]
+                 for name, speed in tokenization["mb_per_s"].items()]  # fmt: skip
+    return rows
+
+
+def megabytes(value: Optional[float]) -> str:
+    return "not measured" if value is None else f"{value:.0f}"
+
+
+def attention_table(results: dict[str, Any], part: str) -> str:
+    row = {(row["block_size"], row["fused"]): row for row in results["attention"]}
+    speedup = results["attention_summary"]["speedup"][part]
+    header = ["block_size", "batch", "fused ms", "explicit ms", "speedup", "fused peak MB", "explicit peak MB"]
+    return markdown_table(header, [
+        [str(block), str(row[block, True]["batch_size"]), f"{row[block, True][f'{part}_ms']:.1f}",
+         f"{row[block, False][f'{part}_ms']:.1f}", f"{speedup[block]:.2f}x",
+         megabytes(row[block, True][f"{part}_peak_mb"]), megabytes(row[block, False][f"{part}_peak_mb"])]
+        for block in sorted(speedup)
+    ])  # fmt: skip
+
+
+def report(results: dict[str, Any]) -> str:
+    """The results as Markdown, ready for the README."""
+    about = results["machine"]
+    parts = [f"{about['name']} ({about['device']}, {about['cpu_count']} cores, {about['torch_threads']} torch "
+             f"threads), torch {about['torch']}, precision {about['precision']}, compile {about['compile']}; "
+             f"load average {about['load_average_at_start']:.1f} at the start, {about['load_average_at_end']:.1f} "
+             "at the end"]  # fmt: skip
+    if rows := measures_table(results):
+        parts.append(markdown_table(["measure", "median"], rows))
+    if "attention" in results:
+        exponent = results["attention_summary"].get("memory_exponent", {})
+        for part, title in PARTS.items():
+            parts += [f"Fused against explicit attention: {title}", attention_table(results, part)]
+            if part in exponent:
+                growth = ", ".join(f"{path} {value:.2f}" for path, value in exponent[part].items() if value is not None)
+                small, large = exponent["between"]
+                parts.append(f"Peak memory growth from block_size {small} to {large}, as an exponent (1 linear, "
+                             f"2 quadratic): {growth}.")  # fmt: skip
+    verdict = {True: "yes", False: "no", None: "-"}
+    targets = [[target["target"], target["measured"] or "not measured", verdict[target["holds"]]]
+               for target in results["targets"]]  # fmt: skip
+    parts.append(markdown_table(["target (2-core CPU)", "measured", "holds"], targets))
+    return "\n\n".join(parts)

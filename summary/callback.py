@@ -1,0 +1,26 @@
+"""The Hydra callback (registered in configs/train.yaml) that writes a sweep's summary when the sweep ends."""
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
+
+from summary import summarize
+
+log = logging.getLogger(__name__)
+
+
+class SweepSummary(Callback):
+    """At the end of every multirun, the summary files in the sweep directory (registered in configs/train.yaml)."""
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        sweep_dir = Path(config.hydra.sweep.dir)
+        logging.getLogger("tensorboard").setLevel(logging.WARNING)  # its reader logs each events file it ends
+        try:
+            written = summarize([sweep_dir], sweep_dir)
+        except FileNotFoundError as error:  # no job got as far as its first TensorBoard event
+            log.warning("no sweep summary: %s", error)
+            return
+        log.info("sweep summary:\n%s\n%s", written[1].read_text(), "\n".join(map(str, written)))

@@ -1,0 +1,145 @@
+"""Everything a run reports: TensorBoard, the progress bar, the log, and the throughput clock.
+
+Rank 0 records; the other ranks of a torchrun get a NullRecorder that does nothing, so the training loop never asks
+which rank it runs on. A Recorder is a context manager: its files are closed on every way out of the loop.
+"""
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import partial
+from pathlib import Path
+from typing import Optional
+
+from torch.utils.tensorboard import SummaryWriter
+from torch.utils.tensorboard.summary import hparams
+from tqdm import tqdm
+
+from trainer.config import TrainConfig, plain_config
+from trainer.diagnostics import log_attention, log_grad_norms
+from trainer.run import Run
+from trainer.tags import FINAL_TAGS
+
+log = logging.getLogger("tinylm")
+
+
+class Recorder:
+    def __init__(self, run: Run, run_dir: Path, resumed: bool):
+        self.run = run
+        # A resumed run drops whatever the killed one logged after its checkpoint: no step appears twice.
+        self.writer = SummaryWriter(run_dir, purge_step=run.step + 1 if resumed else None)
+        run.data.tokenizer.save(str(run_dir / "tokenizer.json"))
+        settings = run.config.trainer
+        self.progress = tqdm(
+            initial=run.step, total=settings.max_steps, desc="train", unit="step", disable=None, dynamic_ncols=True
+        )  # disable=None: no bar when not a terminal
+        self.tokens_per_step = settings.batch_size * run.config.model.block_size * run.ranks.world_size
+        self.clock_started = time.perf_counter()
+
+    def __enter__(self) -> "Recorder":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.progress.close()
+        self.writer.close()
+
+    def stepped(self) -> None:
+        self.progress.update()
+
+    def gradient_norms(self, step: int) -> Optional[Callable[[], None]]:
+        """What a training step calls between backward and clipping, on the raw gradients."""
+        return partial(log_grad_norms, self.writer, self.run.model, step)
+
+    def training(self, step: int, lr: float, steps: int, loss_sum: float) -> None:
+        """The window of `steps` steps ending at `step`: its mean loss and its throughput."""
+        train_loss = loss_sum / steps
+        tokens_per_sec = steps * self.tokens_per_step / (time.perf_counter() - self.clock_started)
+        self.writer.add_scalar("train/loss", train_loss, step)
+        self.writer.add_scalar("train/lr", lr, step)
+        self.writer.add_scalar("perf/tokens_per_sec", tokens_per_sec, step)
+        self.progress.set_postfix(loss=f"{train_loss:.3f}", tok_s=f"{tokens_per_sec:,.0f}", refresh=False)
+        self.clock_started = time.perf_counter()
+
+    @contextmanager
+    def evaluating(self) -> Iterator[None]:
+        """Evaluation time is not training throughput: the clock stops meanwhile."""
+        paused = time.perf_counter()
+        yield
+        self.clock_started += time.perf_counter() - paused
+
+    def evaluation(self, step: int, losses: dict[str, float]) -> None:
+        """Both splits' losses, what the attention does and what the model writes now."""
+        leak = "" if self.run.config.model.causal else f" (with the causal mask forced on: {losses['val_causal']:.4f})"
+        log.info("step %d: train loss %.4f, val loss %.4f%s", step, losses["train"], losses["val"], leak)
+        self.writer.add_scalar("train/loss_eval", losses["train"], step)
+        self.writer.add_scalar("val/loss", losses["val"], step)
+        self.writer.add_scalar("val/loss_causal", losses["val_causal"], step)  # what a leaky model really knows
+        log_attention(self.writer, self.run.model, self.run.probe, self.run.data.tokenizer, step)
+        # TensorBoard renders text as Markdown: a code block keeps line breaks and spaces.
+        self.writer.add_text("sample", "```\n" + self.run.sample() + "\n```", step)
+
+    def flush(self) -> None:
+        self.writer.flush()
+
+    def finished(self) -> None:
+        """The run's settings beside its final metrics in the HParams tab, and its last sample in the log."""
+        log_hparams(self.writer, self.run.config, FINAL_TAGS)
+        log.info("sample after %d steps:\n%s", self.run.step, self.run.sample())
+
+
+class NullRecorder:
+    """What ranks other than 0 record: nothing."""
+
+    def __enter__(self) -> "NullRecorder":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        pass
+
+    def stepped(self) -> None:
+        pass
+
+    def gradient_norms(self, step: int) -> None:
+        return None
+
+    def training(self, step: int, lr: float, steps: int, loss_sum: float) -> None:
+        pass
+
+    @contextmanager
+    def evaluating(self) -> Iterator[None]:
+        yield
+
+    def evaluation(self, step: int, losses: dict[str, float]) -> None:
+        pass
+
+    def flush(self) -> None:
+        pass
+
+    def finished(self) -> None:
+        pass
+
+
+def recorder(run: Run, run_dir: Path, resumed: bool) -> Recorder | NullRecorder:
+    return Recorder(run, run_dir, resumed) if run.ranks.main else NullRecorder()
+
+
+def log_hparams(writer: SummaryWriter, config: TrainConfig, metric_tags: list[str]) -> None:
+    """The run's settings in the HParams tab, next to the last values of `metric_tags`.
+
+    Written through the writer's own file writer: `add_hparams` would open a second run directory.
+    """
+    settings = flatten(plain_config(config))
+    for summary in hparams(settings, {tag: 0.0 for tag in metric_tags}):  # values unused: the scalars are read
+        writer.file_writer.add_summary(summary)
+
+
+def flatten(tree: dict, prefix: str = "") -> dict:
+    """{"model": {"d_k": 128, "x": None}} -> {"model.d_k": 128}: unset settings would only crowd the table."""
+    flat = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            flat |= flatten(value, f"{prefix}{key}.")
+        elif value is not None:
+            flat[prefix + key] = value
+    return flat
