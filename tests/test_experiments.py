@@ -3,14 +3,16 @@ import itertools
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 
 import pytest
 from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf
 
 from conftest import ROOT, compose_config
 from model import QKInit
-from trainer.config import to_train_config
+from trainer.config import TrainConfig, to_train_config
 
 # What each preset sweeps (the issue's grids): setting -> its values, in the order the jobs run.
 GRIDS = {
@@ -20,13 +22,30 @@ GRIDS = {
     "init": {"model.qk_init": ["unit", "gpt2", "torch"], "model.scale": [True, False]},
 }
 
+# A sweep's jobs at a size that trains in a second or two.
+TINY = ["trainer.max_steps=2", "trainer.eval_interval=1", "trainer.eval_iters=1", "trainer.sample_tokens=1",
+        "trainer.batch_size=4", "model.d_model=32", "model.block_size=16"]  # fmt: skip
+
+
+def preset_hydra(preset: str) -> DictConfig:
+    """The Hydra settings of `python train.py +experiment=PRESET`."""
+    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
+        return compose("train", overrides=[f"+experiment={preset}"], return_hydra_config=True).hydra
+
 
 def sweep_grid(preset: str) -> dict[str, list]:
     """The preset's hydra.sweeper.params, typed: {"model.scale": "true,false"} -> {"model.scale": [True, False]}."""
-    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
-        hydra = compose("train", overrides=[f"+experiment={preset}"], return_hydra_config=True).hydra
+    hydra = preset_hydra(preset)
     assert hydra.sweep.dir.startswith(f"multirun/{preset}/")  # each experiment's sweeps side by side
     return {key: list(OmegaConf.create(f"[{values}]")) for key, values in hydra.sweeper.params.items()}
+
+
+def preset_jobs(preset: str) -> Iterator[tuple[dict, TrainConfig]]:
+    """Each job of the preset's sweep: the values it sweeps, and its checked config."""
+    grid = sweep_grid(preset)
+    for values in itertools.product(*grid.values()):
+        job = dict(zip(grid, values))
+        yield job, to_train_config(compose_config(f"+experiment={preset}", *(f"{k}={v}" for k, v in job.items())))
 
 
 def test_there_is_a_preset_for_each_experiment():
@@ -35,15 +54,24 @@ def test_there_is_a_preset_for_each_experiment():
 
 @pytest.mark.parametrize("preset", sorted(GRIDS))
 def test_every_job_of_every_preset_composes_into_the_schema(preset):
-    grid = sweep_grid(preset)
-    assert grid == GRIDS[preset]
-    for values in itertools.product(*grid.values()):
-        job = dict(zip(grid, values))
-        config = to_train_config(compose_config(f"+experiment={preset}", *(f"{k}={v}" for k, v in job.items())))
+    assert sweep_grid(preset) == GRIDS[preset]
+    for job, config in preset_jobs(preset):
         for key, value in job.items():
             section, name = key.split(".")
             setting = getattr(getattr(config, section), name)
             assert (setting.value if isinstance(setting, QKInit) else setting) == value
+
+
+@pytest.mark.parametrize("preset", sorted(GRIDS))
+def test_every_preset_job_checkpoints_at_least_as_often_as_it_evaluates(preset):
+    # A killed job resumed from its last.pt (trainer.resume) then loses at most one evaluation interval.
+    for _, config in preset_jobs(preset):
+        assert config.trainer.ckpt_interval <= config.trainer.eval_interval
+
+
+@pytest.mark.parametrize("preset", sorted(GRIDS))
+def test_every_preset_is_a_sweep_without_dash_m(preset):
+    assert preset_hydra(preset).mode is RunMode.MULTIRUN
 
 
 @pytest.mark.parametrize("preset, d_k, qk_init", [("saturation", None, "unit"), ("ablation", 512, "unit"),
@@ -55,11 +83,25 @@ def test_saturation_presets_fix_what_they_do_not_sweep(preset, d_k, qk_init):
 
 
 @pytest.mark.slow
+def test_a_preset_runs_its_whole_sweep_without_dash_m(tmp_path, cache_dir):
+    result = subprocess.run(
+        [sys.executable, "train.py", "+experiment=leak", *TINY, f"data.cache_dir={cache_dir}",
+         f"hydra.sweep.dir={tmp_path}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    jobs = sorted(path for path in tmp_path.iterdir() if path.is_dir())
+    # One directory per job, named by its number and its overrides, each holding a finished run.
+    assert [job.name.split("_")[0] for job in jobs] == ["0", "1"]
+    assert ["model.causal=True" in job.name.split(",") for job in jobs] == [True, False]
+    assert all((job / "last.pt").exists() and list(job.glob("events.out.tfevents.*")) for job in jobs)
+
+
+@pytest.mark.slow
 def test_a_preset_sweeps_in_parallel_with_joblib_sharing_the_cores(tmp_path, cache_dir):
-    tiny = ["trainer.max_steps=10", "trainer.eval_interval=5", "trainer.eval_iters=2", "trainer.sample_tokens=20"]
     result = subprocess.run(
         [sys.executable, "train.py", "-m", "+experiment=leak", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
-         *tiny, f"data.cache_dir={cache_dir}", f"hydra.sweep.dir={tmp_path}"],
+         *TINY, f"data.cache_dir={cache_dir}", f"hydra.sweep.dir={tmp_path}"],
         cwd=ROOT, capture_output=True, text=True, timeout=180,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
