@@ -4,9 +4,12 @@ The statistics read the reference path's AttentionResult (the fused kernel retur
 layer 0 plainly and add the index for the others: attn/entropy, attn/entropy/1, ...
 """
 
+import textwrap
+
 import numpy as np
 import torch
 from matplotlib.figure import Figure
+from matplotlib.patches import Polygon
 from tokenizers import Tokenizer
 from torch import Tensor
 from torch.utils.tensorboard import SummaryWriter
@@ -15,7 +18,7 @@ from data import get_batch
 from model import AttentionResult, TinyLM
 
 PROBE_WINDOWS = 8  # validation windows the statistics average over: enough rows, little time
-PATTERN_TOKENS = 48  # the pattern image shows the first window's first tokens: a readable square
+PATTERN_TOKENS = 24  # the pattern image shows the first window's first tokens: labels readable in a thumbnail
 SATURATED = 0.99  # a row whose largest weight exceeds this has collapsed onto one key
 VISIBLE_WHITESPACE = str.maketrans({" ": "␣", "\n": "↵", "\t": "⇥"})
 
@@ -72,9 +75,12 @@ def probe_windows(val_tokens: np.ndarray, block_size: int, seed: int, device: to
 
 
 @torch.no_grad()
-def log_attention(writer: SummaryWriter, model: TinyLM, windows: Tensor, tokenizer: Tokenizer, step: int) -> None:
-    """Each layer's statistics (attn/...), a histogram of its scores (attn/logits) and, as an image, its weights
-    on the first window's first PATTERN_TOKENS tokens (attn/pattern), all through the reference path."""
+def log_attention(
+    writer: SummaryWriter, model: TinyLM, windows: Tensor, tokenizer: Tokenizer, step: int, label: str = ""
+) -> None:
+    """Each layer's statistics (attn/...), a histogram of its scores (attn/logits) and, as an image titled with
+    `label` and the step, its weights on the first window's first PATTERN_TOKENS tokens (attn/pattern), all through
+    the reference path."""
     was_training = model.training
     model.eval()
     results, pattern_results = [], []
@@ -88,7 +94,8 @@ def log_attention(writer: SummaryWriter, model: TinyLM, windows: Tensor, tokeniz
         stats = attention_stats(result)
         write_scalars(writer, {layer_tag(f"attn/{name}", layer): value for name, value in stats.items()}, step)
         writer.add_histogram(layer_tag("attn/logits", layer), fed_scores(result.scores).float().cpu(), step)
-        writer.add_figure(layer_tag("attn/pattern", layer), pattern_figure(pattern.weights[0], labels, layer), step)
+        title = f"layer {layer}, step {step}" + (f": {label}" if label else "")
+        writer.add_figure(layer_tag("attn/pattern", layer), pattern_figure(pattern.weights[0], labels, title), step)
 
 
 def log_grad_norms(writer: SummaryWriter, model: TinyLM, step: int) -> None:
@@ -105,20 +112,26 @@ def token_labels(tokenizer: Tokenizer, ids: list[int]) -> list[str]:
     return [tokenizer.decode([i]).translate(VISIBLE_WHITESPACE) or tokenizer.id_to_token(i) for i in ids]
 
 
-def pattern_figure(weights: Tensor, labels: list[str], layer: int) -> Figure:
-    """The (T, T) weights as a heat map, queries down and keys across, each labelled with its token."""
-    figure = Figure(figsize=(7.5, 7.5))  # no pyplot: no global figure to close
-    figure.subplots_adjust(left=0.1, right=0.9, top=0.87, bottom=0.02)  # a layout engine would double the time
+def pattern_figure(weights: Tensor, labels: list[str], title: str) -> Figure:
+    """The (T, T) weights as a heat map, queries down and keys across, each labelled with its token. The diagonal
+    (a token reading itself) is drawn and the future (j > i, what the causal mask hides) hatched, so weight on the
+    future stands out: a leaky model's sharp line just right of the diagonal sits on the hatching."""
+    figure = Figure(figsize=(6, 6.4))  # no pyplot: no global figure to close
+    figure.subplots_adjust(left=0.1, right=0.9, top=0.84, bottom=0.02)  # a layout engine would double the time
     axes = figure.add_subplot()
     image = axes.imshow(weights.detach().float().cpu().numpy(), cmap="Blues", vmin=0, vmax=1)
-    positions = range(len(labels))
+    size = len(labels)
+    future = [(i + 0.5, i + offset) for i in range(size) for offset in (-0.5, 0.5)] + [(size - 0.5, -0.5)]
+    axes.add_patch(Polygon(future, closed=True, fill=False, hatch="//", edgecolor="tab:orange", linewidth=0, alpha=0.6))
+    axes.plot([-0.5, size - 0.5], [-0.5, size - 0.5], color="tab:red", linewidth=1, linestyle="--")
+    positions = range(size)
     upright = max(map(len, labels)) == 1  # characters read best upright, longer tokens need turning to fit
-    axes.set_xticks(positions, labels, fontsize=7, family="monospace", rotation=0 if upright else 90)
-    axes.set_yticks(positions, labels, fontsize=7, family="monospace")
-    axes.tick_params(top=True, labeltop=True, bottom=False, labelbottom=False)
-    axes.set_xlabel("key j (the token read)")
+    axes.set_xticks(positions, labels, fontsize=11, family="monospace", rotation=0 if upright else 90)
+    axes.set_yticks(positions, labels, fontsize=11, family="monospace")
+    axes.tick_params(top=True, labeltop=True, bottom=False, labelbottom=False, length=0)
+    axes.set_xlabel("key j (the token read); hatched: j > i, the future")
     axes.xaxis.set_label_position("top")
-    axes.set_ylabel("query i (the token reading)")
-    axes.set_title(f"layer {layer}: attention weight a_ij", loc="left")
+    axes.set_ylabel("query i (the token reading); dashed: j = i")
+    axes.set_title(textwrap.fill(f"attention weight a_ij, {title}", 60), loc="left", fontsize=11)
     figure.colorbar(image, ax=axes, fraction=0.046, pad=0.02)
     return figure

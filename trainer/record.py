@@ -12,6 +12,7 @@ from functools import partial
 from pathlib import Path
 from typing import Optional
 
+from omegaconf import OmegaConf
 from torch.utils.tensorboard import SummaryWriter
 from torch.utils.tensorboard.summary import hparams
 from tqdm import tqdm
@@ -19,7 +20,7 @@ from tqdm import tqdm
 from trainer.config import TrainConfig, plain_config
 from trainer.diagnostics import log_attention, log_grad_norms
 from trainer.run import Run
-from trainer.tags import FINAL_TAGS
+from trainer.tags import FINAL_TAGS, LAYOUT
 
 log = logging.getLogger("tinylm")
 
@@ -29,6 +30,10 @@ class Recorder:
         self.run = run
         # A resumed run drops whatever the killed one logged after its checkpoint: no step appears twice.
         self.writer = SummaryWriter(run_dir, purge_step=run.step + 1 if resumed else None)
+        if not resumed:
+            self.writer.add_custom_scalars(LAYOUT)
+        self.overrides = job_overrides(run_dir)
+        self.label = " ".join(self.overrides) or "default settings"
         run.data.tokenizer.save(str(run_dir / "tokenizer.json"))
         settings = run.config.trainer
         self.progress = tqdm(
@@ -75,16 +80,15 @@ class Recorder:
         self.writer.add_scalar("train/loss_eval", losses["train"], step)
         self.writer.add_scalar("val/loss", losses["val"], step)
         self.writer.add_scalar("val/loss_causal", losses["val_causal"], step)  # what a leaky model really knows
-        log_attention(self.writer, self.run.model, self.run.probe, self.run.data.tokenizer, step)
-        # TensorBoard renders text as Markdown: a code block keeps line breaks and spaces.
-        self.writer.add_text("sample", "```\n" + self.run.sample() + "\n```", step)
+        log_attention(self.writer, self.run.model, self.run.probe, self.run.data.tokenizer, step, self.label)
+        self.writer.add_text("sample", sample_markdown(self.run.sample(), f"step {step} · {self.label}"), step)
 
     def flush(self) -> None:
         self.writer.flush()
 
     def finished(self) -> None:
         """The run's settings beside its final metrics in the HParams tab, and its last sample in the log."""
-        log_hparams(self.writer, self.run.config, FINAL_TAGS)
+        log_hparams(self.writer, self.run.config, self.overrides, FINAL_TAGS)
         log.info("sample after %d steps:\n%s", self.run.step, self.run.sample())
 
 
@@ -124,13 +128,39 @@ def recorder(run: Run, run_dir: Path, resumed: bool) -> Recorder | NullRecorder:
     return Recorder(run, run_dir, resumed) if run.ranks.main else NullRecorder()
 
 
-def log_hparams(writer: SummaryWriter, config: TrainConfig, metric_tags: list[str]) -> None:
-    """The run's settings in the HParams tab, next to the last values of `metric_tags`.
+# Not job names: paths, and what every job of a sweep shares (the sweep directory names the preset).
+UNNAMED = ("+experiment", "experiment", "data.path", "data.cache_dir", "data.name", "trainer.resume", "hydra")
+# The lesson's switches come next in the HParams table: TensorBoard shows the first few columns.
+SWITCHES = ["model.scale", "model.causal", "model.d_k", "model.qk_init", "optim.lr"]
+
+
+def job_overrides(run_dir: Path) -> list[str]:
+    """What the command line set for this run (Hydra's overrides.yaml), paths and presets left out."""
+    path = run_dir / ".hydra" / "overrides.yaml"
+    overrides = [str(item) for item in OmegaConf.load(path)] if path.exists() else []
+    return [item for item in overrides if not item.lstrip("+~").split("=")[0].startswith(UNNAMED)]
+
+
+def sample_markdown(text: str, header: str) -> str:
+    """A sample for TensorBoard's Text tab, which renders Markdown: the header, then the text in a code block (line
+    breaks and spaces kept), its leading blank lines dropped so the box never looks empty."""
+    lines = text.lstrip("\n")
+    dropped = len(text) - len(lines)
+    note = f" (after {dropped} line breaks)" if dropped > 1 else ""
+    return f"**{header}**{note}\n\n```\n{lines}\n```"
+
+
+def log_hparams(writer: SummaryWriter, config: TrainConfig, overrides: list[str], metric_tags: list[str]) -> None:
+    """The run's settings in the HParams tab, next to the last values of `metric_tags`: first the keys its command
+    line set (a sweep's swept keys), then the lesson's switches, then the rest. Booleans as words, not 1.0 and 0.0.
 
     Written through the writer's own file writer: `add_hparams` would open a second run directory.
     """
     settings = flatten(plain_config(config))
-    for summary in hparams(settings, {tag: 0.0 for tag in metric_tags}):  # values unused: the scalars are read
+    first = [item.lstrip("+~").split("=")[0] for item in overrides] + SWITCHES
+    ordered = {key: settings[key] for key in dict.fromkeys(first) if key in settings} | settings
+    shown = {key: str(value).lower() if isinstance(value, bool) else value for key, value in ordered.items()}
+    for summary in hparams(shown, {tag: 0.0 for tag in metric_tags}):  # values unused: the scalars are read
         writer.file_writer.add_summary(summary)
 
 
