@@ -4,6 +4,7 @@ python sample.py ckpt=outputs/DATE/TIME                    # the run's last.pt
 python sample.py ckpt=outputs/DATE/TIME/best.pt prompt="ROMEO:" num_samples=3 max_new_tokens=300 temperature=0.8 top_k=40
 """
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -37,12 +38,23 @@ class SampleConfig:
 ConfigStore.instance().store(name="sample_schema", node=SampleConfig)  # the first entry of configs/sample.yaml
 
 
+MAX_NEW_TOKENS = 100_000  # minutes of generation on a CPU; more is a typo, not a wish
+TEMPERATURES = (1e-3, 100.0)  # outside, the logits overflow or the softmax is uniform to float precision
+
+
 def check_sample_config(config: SampleConfig) -> None:
     problems = [] if config.ckpt else ["ckpt: give a checkpoint file or a run directory, e.g. ckpt=outputs/DATE/TIME"]
-    problems += [f"{key}={getattr(config, key)}: must be positive"
-                 for key in ("num_samples", "temperature") if getattr(config, key) <= 0]  # fmt: skip
-    if config.max_new_tokens < 0:
-        problems.append(f"max_new_tokens={config.max_new_tokens}: must not be negative")
+    if config.num_samples <= 0:
+        problems.append(f"num_samples={config.num_samples}: must be positive")
+    low, high = TEMPERATURES
+    if not math.isfinite(config.temperature):
+        problems.append(f"temperature={config.temperature}: must be a finite number")
+    elif config.temperature <= 0:
+        problems.append(f"temperature={config.temperature}: must be positive")
+    elif not low <= config.temperature <= high:
+        problems.append(f"temperature={config.temperature}: must be between {low} and {high:g}")
+    if not 0 <= config.max_new_tokens <= MAX_NEW_TOKENS:
+        problems.append(f"max_new_tokens={config.max_new_tokens}: must be between 0 and {MAX_NEW_TOKENS}")
     if config.top_k is not None and config.top_k <= 0:
         problems.append(f"top_k={config.top_k}: must be positive")
     if problems:

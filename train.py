@@ -17,7 +17,7 @@ from omegaconf import DictConfig
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 from trainer import distributed
-from trainer.checkpoint import BEST, Checkpointer, checkpoint_path, load_checkpoint, resumed_config
+from trainer.checkpoint import BEST, Checkpointer, checkpoint_to_resume, load_checkpoint, resumed_config
 from trainer.cli import one_line_errors, run_with_one_line_errors
 from trainer.config import TrainConfig, register_schema, to_train_config
 from trainer.distributed import Ranks, pick_device
@@ -25,7 +25,7 @@ from trainer.evaluate import estimate_loss
 from trainer.optim import learning_rate
 from trainer.record import NullRecorder, Recorder, recorder
 from trainer.run import Run, build_run
-from trainer.run_dir import register_resolvers
+from trainer.run_dir import RunLock, register_resolvers
 from trainer.schedule import Schedule
 from trainer.step import train_step
 from trainer.stopping import Interrupted, NonFiniteGuard, StopSignals
@@ -43,6 +43,11 @@ def train(
     (a checkpoint is saved first) and NonFiniteLoss when the loss stops being a number (the last good checkpoint
     stays)."""
     ranks = ranks or Ranks(device=pick_device(config.trainer.device))
+    with RunLock(run_dir, holds=ranks.main):  # one writer per run directory
+        return train_locked(config, run_dir, checkpoint, ranks)
+
+
+def train_locked(config: TrainConfig, run_dir: Path, checkpoint: Optional[dict], ranks: Ranks) -> dict[str, float]:
     run = build_run(config, ranks, checkpoint)
     config, schedule, optim = run.config, Schedule.of(run.config.trainer), run.config.optim
     guard = NonFiniteGuard(ranks.device)
@@ -99,8 +104,7 @@ def main(cfg: DictConfig) -> float:
     with one_line_errors():
         # Every value is checked before any work starts; a resumed run takes its settings from its checkpoint.
         checkpoint, run_dir = None, Path(HydraConfig.get().runtime.output_dir)
-        if cfg.trainer.resume:
-            path = checkpoint_path(cfg.trainer.resume)
+        if path := checkpoint_to_resume(cfg.trainer.resume, run_dir):
             checkpoint, run_dir = load_checkpoint(path), path.parent
             config = resumed_config(checkpoint["config"], cfg, HydraConfig.get().overrides.task, checkpoint["step"])
         else:

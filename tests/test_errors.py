@@ -1,10 +1,13 @@
-"""The README's troubleshooting table, row by row: each mistake gives one line naming the setting or file,
+"""docs/troubleshooting.md's table, row by row: each mistake gives one line naming the setting or file,
 exit status 1, and leaves nothing behind that could break the next run."""
 
+import errno
+import re
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 import train
 from test_train import short_run
@@ -27,6 +30,16 @@ ROWS = [
     (["optim.lr=0"], "optim.lr=0.0: must be positive"),
     (["optim.lr=-0.001"], "optim.lr=-0.001: must be positive"),
     (["optim.lr=1e-4"], "optim.min_lr=0.0003: must not exceed optim.lr=0.0001: the schedule decays from lr to min_lr"),
+    (["optim.lr=nan"], "optim.lr=nan: must be a finite number"),
+    (["optim.lr=inf"], "optim.lr=inf: must be a finite number"),
+    (["optim.lr=1e308"], "optim.lr=1e+308: must be at most 1: AdamW moves every weight by about lr at each step"),
+    (["optim.grad_clip=nan"], "optim.grad_clip=nan: must be a finite number"),
+    (["optim.min_lr=nan"], "optim.min_lr=nan: must be a finite number"),
+    (["optim.weight_decay=1e6"], "optim.weight_decay=1000000.0: times optim.lr=0.003 must be below 1: each step "
+     "scales the weights by 1 - lr * weight_decay"),
+    (["optim.weight_decay=inf"], "optim.weight_decay=inf: must be a finite number"),
+    (["optim.beta2=nan"], "optim.beta2=nan: must be a finite number"),
+    (["data.val_fraction=nan"], "data.val_fraction=nan: must be a finite number"),
     (["model.dropout=1"], "model.dropout=1.0: must be at least 0 and below 1"),
     (["model.dropout=-0.1"], "model.dropout=-0.1: must be at least 0 and below 1"),
     (["trainer.eval_interval=5000"], "trainer.eval_interval=5000: must not exceed trainer.max_steps=3000"),
@@ -92,3 +105,41 @@ def test_resume_refuses_to_change_the_model_or_data_naming_the_keys(tmp_path, ca
         error
         == "error: trainer.max_steps=40: the run being resumed is at step 60 already; raise trainer.max_steps to train on"
     )
+
+
+SHORT_CLI = ["trainer.max_steps=40", "trainer.eval_interval=20", "trainer.ckpt_interval=20", "trainer.eval_iters=2",
+             "trainer.sample_tokens=5", "model.block_size=16", "model.d_model=32", "trainer.batch_size=8"]  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "failure, after, reason, kept",
+    [(OSError(errno.ENOSPC, "No space left on device"), 2, "No space left on device",
+      "{run}/last.pt, the last good checkpoint, is whole"),
+     (RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 64 vs 0"), 0,
+      "[enforce fail at inline_container.cc:672] . unexpected pos 64 vs 0", "no checkpoint was kept")],
+    ids=["disk full after two checkpoints", "no room for the first"],
+)  # fmt: skip
+def test_a_full_disk_during_a_checkpoint_ends_in_one_line_naming_what_is_still_safe(
+    failure, after, reason, kept, tmp_path, cache_dir, monkeypatch
+):
+    save, calls = torch.save, []
+
+    def full_disk(state, file):
+        calls.append(1)
+        if len(calls) > after:  # best.pt at step 0, last.pt at step 20, then the disk is full
+            raise failure
+        save(state, file)
+
+    monkeypatch.setattr(torch, "save", full_disk)
+    run = tmp_path / "run"
+    error = run_train(monkeypatch, *SHORT_CLI, f"hydra.run.dir={run}", f"data.cache_dir={cache_dir}")
+    assert re.fullmatch(rf"error: {run}/(best|last)\.pt: cannot be written \({re.escape(reason)}\); "
+                        + re.escape(kept.format(run=run)), error), error  # fmt: skip
+    if after:
+        assert torch.load(run / "last.pt", weights_only=True)["step"] == 20
+
+
+def test_a_run_directory_that_cannot_be_made_ends_in_one_line_naming_it(scratch, monkeypatch):
+    run = scratch / "short.txt" / "run"  # below a file: no directory can be made there, not even by root
+    assert run_train(monkeypatch, f"hydra.run.dir={run}") == f"error: {run}: Not a directory"

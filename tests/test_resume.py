@@ -1,3 +1,4 @@
+import os
 import signal
 import subprocess
 import sys
@@ -18,7 +19,7 @@ TAGS = ["train/loss", "train/lr", "train/loss_eval", "val/loss"]
 
 def start_run(run_dir: Path, cache_dir: Path, *overrides: str) -> subprocess.Popen:
     command = [sys.executable, "-u", "train.py", *SHORT, "trainer.ckpt_interval=20", f"data.cache_dir={cache_dir}",
-               f"hydra.run.dir={run_dir}", *overrides]  # fmt: skip
+               f'hydra.run.dir="{run_dir}"', *overrides]  # fmt: skip
     return subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -108,3 +109,50 @@ def test_non_finite_loss_stops_at_once_naming_the_step_and_keeps_the_last_good_c
         short_run(tmp_path, cache_dir, "trainer.ckpt_interval=20")
     assert len(calls) == 30  # stopped at the first log step after it
     assert torch.load(tmp_path / "last.pt", weights_only=True)["step"] == 20
+
+
+def test_a_second_process_aiming_at_a_run_directory_in_use_is_refused_and_the_run_ends_untouched(
+    tmp_path, cache_dir, uninterrupted
+):
+    run = start_run(tmp_path, cache_dir)
+    wait_for(run, "step 30:")  # last.pt exists; the run holds its directory's lock
+    run.send_signal(signal.SIGSTOP)  # it keeps the lock while the others try
+    try:
+        intruders = [resume(tmp_path), resume(tmp_path)]  # two resumes of a run that is still going
+        fresh = subprocess.run([sys.executable, "train.py", *SHORT, f"data.cache_dir={cache_dir}",
+                                f"hydra.run.dir={tmp_path}"], cwd=ROOT, capture_output=True, text=True, timeout=120)  # fmt: skip
+    finally:
+        run.send_signal(signal.SIGCONT)
+    for refused in [*intruders, fresh]:
+        assert refused.returncode == 1
+        assert refused.stderr.strip() == (
+            f"error: {tmp_path}: this run directory is in use by process {run.pid} on {os.uname().nodename}; wait "
+            "for it to end (or stop it) before resuming or starting a run there"
+        )
+    assert run.wait(timeout=120) == 0, run.stderr.read()
+    assert_same_run(tmp_path, uninterrupted)  # no step of the others, no purged curve
+    assert (tmp_path / "train.log").read_text().count("step 60: train loss") == 1
+
+
+def test_the_printed_resume_command_works_when_pasted_for_a_sweep_jobs_directory(tmp_path, cache_dir, uninterrupted):
+    job_dir = tmp_path / "1_model.causal=True,x y"  # Hydra's syntax and a space in the name
+    run = start_run(job_dir, cache_dir)
+    wait_for(run, "step 30:")
+    run.send_signal(signal.SIGINT)
+    assert run.wait(timeout=60) == 128 + signal.SIGINT
+    command = run.stderr.read().split("Resume with: ")[1].strip()
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}  # `python`: this one
+    resumed = subprocess.run(["bash", "-c", command], cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+    assert resumed.returncode == 0, (command, resumed.stderr)
+    assert_same_run(job_dir, uninterrupted)
+
+
+def test_resume_auto_starts_fresh_then_continues_a_killed_run(tmp_path, cache_dir, uninterrupted):
+    run = start_run(tmp_path, cache_dir, "trainer.resume=auto")
+    wait_for(run, "step 30:")
+    run.send_signal(signal.SIGKILL)  # a preempted cluster job: no chance to save
+    run.wait()
+    requeued = start_run(tmp_path, cache_dir, "trainer.resume=auto")  # the same command again
+    assert requeued.wait(timeout=180) == 0, requeued.stderr.read()
+    assert_same_run(tmp_path, uninterrupted)
+    assert "resumed from step" in (tmp_path / "train.log").read_text()

@@ -60,7 +60,10 @@ def test_byte_level_bpe_encodes_any_prompt(tmp_path, cache_dir, monkeypatch, cap
     "override, message",
     [("temperature=0", "temperature=0.0: must be positive"), ("top_k=0", "top_k=0: must be positive"),
      ("num_samples=0", "num_samples=0: must be positive"), ("prompt=''", "prompt: must not be empty"),
-     ("prompt=ROMEOé", "prompt=ROMEOé: Hydra cannot parse this override; quote a value")],
+     ("prompt=ROMEOé", "prompt=ROMEOé: Hydra cannot parse this override; quote a value"),
+     ("temperature=nan", "temperature=nan: must be a finite number"),
+     ("temperature=1e-300", "temperature=1e-300: must be between 0.001 and 100"),
+     ("max_new_tokens=1000000000000", "max_new_tokens=1000000000000: must be between 0 and 100000")],
 )  # fmt: skip
 def test_bad_sampling_settings_are_refused_naming_them(char_run, monkeypatch, capsys, override, message):
     with pytest.raises(SystemExit) as stopped:

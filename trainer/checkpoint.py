@@ -14,6 +14,7 @@ import uuid
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import torch
@@ -25,6 +26,7 @@ from trainer.distributed import Ranks
 
 FORMAT = "tinylm-checkpoint-1"
 LAST, BEST = "last.pt", "best.pt"
+AUTO = "auto"  # trainer.resume=auto: resume from the run directory's last.pt if there is one, else start fresh
 KEYS = {"format", "step", "config", "model", "optimizer", "rng", "loss_sum", "best_val", "tokenizer"}
 # A resume continues the same run; besides trainer.resume itself, only these may differ from the checkpoint's settings.
 RESUMABLE = ["trainer.max_steps", "trainer.ckpt_interval", "trainer.device", "trainer.sample_tokens", "data.cache_dir"]
@@ -45,9 +47,18 @@ class Checkpointer:
 
     def save(self, name: str = LAST) -> None:
         state = self.state()
-        if self.ranks.main:
-            self.before_write()
-            save_checkpoint(state, self.run_dir / name)
+        if not self.ranks.main:
+            return
+        self.before_write()
+        path = self.run_dir / name
+        try:
+            save_checkpoint(state, path)
+        except (OSError, RuntimeError) as error:  # a full disk also shows as torch's "unexpected pos"
+            reason = getattr(error, "strerror", None) or str(error).strip().splitlines()[0][:120]
+            kept = (
+                f"{self.last}, the last good checkpoint, is whole" if self.last.exists() else "no checkpoint was kept"
+            )
+            raise CheckpointError(f"{path}: cannot be written ({reason}); {kept}") from None
 
 
 def save_checkpoint(state: dict, path: Path) -> None:
@@ -148,6 +159,14 @@ def checkpoint_path(name: str, setting: str = "trainer.resume") -> Path:
     if not path.exists():
         raise CheckpointError(f"{setting}={name}: no such run directory or checkpoint file")
     return path / LAST if path.is_dir() else path
+
+
+def checkpoint_to_resume(resume: Optional[str], run_dir: Path) -> Optional[Path]:
+    """The checkpoint a run continues from, or None for a fresh run: trainer.resume=auto takes the run directory's
+    own last.pt when there is one (a requeued cluster job goes on), and otherwise starts fresh."""
+    if resume == AUTO:
+        return run_dir / LAST if (run_dir / LAST).exists() else None
+    return checkpoint_path(resume) if resume else None
 
 
 def resume_override(run_dir: Path) -> str:

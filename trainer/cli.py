@@ -12,9 +12,11 @@ from omegaconf.errors import OmegaConfBaseException
 from data import DataError
 from trainer.checkpoint import CheckpointError
 from trainer.config import ConfigError
+from trainer.run_dir import RunDirInUse
 from trainer.stopping import Interrupted, NonFiniteLoss
 
-ONE_LINE_ERRORS = (ConfigError, DataError, CheckpointError, NonFiniteLoss)  # their messages name the setting or file
+# Their messages name the setting, file or directory.
+ONE_LINE_ERRORS = (ConfigError, DataError, CheckpointError, NonFiniteLoss, RunDirInUse)
 
 
 @contextmanager
@@ -25,6 +27,8 @@ def one_line_errors() -> Iterator[None]:
         yield
     except ONE_LINE_ERRORS as error:
         exit_with(f"error: {error}", 1)
+    except OSError as error:  # a directory that cannot be written, a full disk: the path and the reason
+        exit_with(f"error: {os_error(error)}", 1)
     except Interrupted as stopped:
         exit_with(str(stopped), stopped.exit_status)
 
@@ -49,8 +53,14 @@ def run_with_one_line_errors(main: Callable[[], object]) -> None:
         main()
     except (HydraException, OmegaConfBaseException) as error:
         sys.exit(f"error: {one_line(error)}")
+    except OSError as error:  # Hydra cannot make or write the run directory
+        sys.exit(f"error: {os_error(error)}")
     finally:
         del os.environ["HYDRA_FULL_ERROR"]
+
+
+def os_error(error: OSError) -> str:
+    return f"{error.filename}: {error.strerror}" if error.filename else str(error)
 
 
 def one_line(error: Exception) -> str:

@@ -2,7 +2,8 @@
 model/, DataConfig and TokenizerConfig from data/, OptimConfig and TrainerConfig here), so Hydra checks
 every key and type; check_values then checks the ranges."""
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, fields
 from enum import Enum
 from operator import attrgetter
 from typing import Optional
@@ -94,19 +95,38 @@ NOT_NEGATIVE = ["optim.min_lr", "optim.warmup_steps", "optim.weight_decay", "opt
 BELOW_ONE = ["model.dropout", "optim.beta1", "optim.beta2"]  # and not negative
 
 
+def float_keys(config: TrainConfig) -> list[str]:
+    """Every setting of type float, e.g. "optim.lr"."""
+    return [f"{group.name}.{setting.name}" for group in fields(config)
+            for setting in fields(getattr(config, group.name)) if setting.type is float]  # fmt: skip
+
+
 def check_values(config: TrainConfig) -> None:
     """The ranges that types cannot express; one ConfigError names every bad key."""
     value = lambda key: attrgetter(key)(config)  # noqa: E731
-    problems = [(key, "must be positive") for key in POSITIVE if value(key) <= 0]
-    problems += [(key, "must not be negative") for key in NOT_NEGATIVE if value(key) < 0]
-    problems += [(key, "must be at least 0 and below 1") for key in BELOW_ONE if not 0 <= value(key) < 1]
-    if 0 < config.optim.lr < config.optim.min_lr:
+    nonfinite = [key for key in float_keys(config) if not math.isfinite(value(key))]
+    problems = [(key, "must be a finite number") for key in nonfinite]
+    finite = lambda keys: [key for key in keys if key not in nonfinite]  # noqa: E731  # one problem per key
+    problems += [(key, "must be positive") for key in finite(POSITIVE) if value(key) <= 0]
+    problems += [(key, "must not be negative") for key in finite(NOT_NEGATIVE) if value(key) < 0]
+    problems += [(key, "must be at least 0 and below 1") for key in finite(BELOW_ONE) if not 0 <= value(key) < 1]
+    optim = config.optim
+    if optim.lr > 1 and not nonfinite:
+        problems.append(("optim.lr", "must be at most 1: AdamW moves every weight by about lr at each step"))
+    if 0 < optim.lr <= 1 and optim.lr * optim.weight_decay >= 1 and not nonfinite:
+        problems.append(
+            (
+                "optim.weight_decay",
+                f"times optim.lr={optim.lr} must be below 1: each step scales the weights by 1 - lr * weight_decay",
+            )
+        )
+    if 0 < config.optim.lr < config.optim.min_lr and not nonfinite:
         problems.append(
             ("optim.min_lr", f"must not exceed optim.lr={config.optim.lr}: the schedule decays from lr to min_lr")
         )
     if 0 < config.trainer.max_steps < config.trainer.eval_interval:
         problems.append(("trainer.eval_interval", f"must not exceed trainer.max_steps={config.trainer.max_steps}"))
-    if not 0 < config.data.val_fraction < 1:
+    if not 0 < config.data.val_fraction < 1 and "data.val_fraction" not in nonfinite:
         problems.append(("data.val_fraction", "must be between 0 and 1"))
     if config.model.vocab_size is not None:
         problems.append(

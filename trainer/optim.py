@@ -19,8 +19,10 @@ def make_optimizer(model: nn.Module, config: OptimConfig) -> torch.optim.AdamW:
 
 
 def learning_rate(step: int, config: OptimConfig, max_steps: int) -> float:
-    """The learning rate of optimizer step `step` (1 to max_steps): a linear rise to lr, then a cosine to min_lr."""
-    if step <= config.warmup_steps:
-        return config.lr * step / config.warmup_steps
-    progress = (step - config.warmup_steps) / max(1, max_steps - config.warmup_steps)
+    """The learning rate of optimizer step `step` (1 to max_steps): a linear rise to lr, then a cosine to min_lr.
+    A warmup longer than the run is cut to the run, so the rise still ends at lr."""
+    warmup_steps = min(config.warmup_steps, max_steps)
+    if step <= warmup_steps:
+        return config.lr * step / warmup_steps
+    progress = (step - warmup_steps) / max(1, max_steps - warmup_steps)
     return config.min_lr + 0.5 * (config.lr - config.min_lr) * (1 + math.cos(math.pi * min(progress, 1.0)))

@@ -86,6 +86,9 @@ def build_run(config: TrainConfig, ranks: Ranks, checkpoint: Optional[dict] = No
         "tokenized into" if data.built else "read from", data.path, time.perf_counter() - started,
     )  # fmt: skip
 
+    if config.optim.warmup_steps > settings.max_steps:
+        log.warning("optim.warmup_steps=%d is longer than the run: the learning rate rises over all %d steps",
+                    config.optim.warmup_steps, settings.max_steps)  # fmt: skip
     config = replace(config, model=replace(config.model, vocab_size=data.tokenizer.get_vocab_size()))
     model, optimizer = build_model(config, device)
     batch_generator = torch.Generator().manual_seed(ranks.seed(settings.seed))  # each rank its own batches
