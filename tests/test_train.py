@@ -4,6 +4,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import open_dict
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import train
@@ -120,3 +123,16 @@ def test_evaluation_time_is_left_out_of_throughput(tmp_path, cache_dir, monkeypa
     # Windows 1-10 (after the evaluation at step 0), 11-20 (around the one at 15), 21-30 (before the last).
     rates = [value for _, value in curve(events(tmp_path), "perf/tokens_per_sec")]
     assert len(rates) == 3 and min(rates) > 0.2 * max(rates)
+
+
+def test_main_returns_the_loss_with_the_mask_on_so_a_sweeper_never_prefers_a_leaky_run(tmp_path, cache_dir):
+    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
+        cfg = compose("train", [*SHORT, "trainer.max_steps=30", "model.causal=false", f"data.cache_dir={cache_dir}"],
+                      return_hydra_config=True)  # fmt: skip
+    cfg.hydra.runtime.output_dir = str(tmp_path)  # what Hydra sets when it starts the job
+    HydraConfig.instance().set_config(cfg)
+    with open_dict(cfg):
+        del cfg["hydra"]  # the task sees the config without Hydra's node, as under @hydra.main
+    objective = train.main(cfg)  # a DictConfig argument: @hydra.main calls the function as it is
+    val, val_causal = (curve(events(tmp_path), tag)[-1][1] for tag in ("val/loss", "val/loss_causal"))
+    assert objective == pytest.approx(val_causal) and val_causal > val  # the leak already shows

@@ -5,6 +5,7 @@ which rank it runs on. A Recorder is a context manager: its files are closed on 
 """
 
 import logging
+import shlex
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -122,6 +123,13 @@ class NullRecorder:
 
     def finished(self) -> None:
         pass
+
+
+def tensorboard_command(logdir: Path) -> str:
+    """How to open TensorBoard on the lesson's charts: Custom Scalars puts both losses of every run on one chart,
+    unsmoothed (the curves have few points), with every attention-pattern image kept."""
+    return (f"tensorboard --logdir {shlex.quote(str(logdir))} --samples_per_plugin images=1000, then open "
+            "http://localhost:6006/?smoothing=0#custom_scalars")  # fmt: skip
 
 
 def recorder(run: Run, run_dir: Path, resumed: bool) -> Recorder | NullRecorder:
