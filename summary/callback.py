@@ -8,6 +8,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from summary import summarize
+from summary.runs import SummaryError
 
 log = logging.getLogger(__name__)
 
@@ -15,11 +16,20 @@ log = logging.getLogger(__name__)
 class SweepSummary(Callback):
     """At the end of every multirun, the summary files in the sweep directory (registered in configs/train.yaml)."""
 
+    def __init__(self, x: str | None = None) -> None:
+        # A swept number to plot the final values against (hydra.callbacks.sweep_summary.x=optim.lr); None: every
+        # swept number with 3 values or more.
+        self.x = x
+
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
         logging.getLogger("tensorboard").setLevel(logging.WARNING)  # its reader logs each events file it ends
         try:
-            written = summarize([sweep_dir], sweep_dir)
+            try:
+                written = summarize([sweep_dir], sweep_dir, self.x)
+            except SummaryError as error:  # an x this sweep does not sweep: the rest of the summary still helps
+                log.warning("hydra.callbacks.sweep_summary.x: %s", error)
+                written = summarize([sweep_dir], sweep_dir)
         except FileNotFoundError as error:  # no job got as far as its first TensorBoard event
             log.warning("no sweep summary: %s", error)
             return

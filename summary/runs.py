@@ -1,12 +1,27 @@
-"""The runs under some directories, read back from their TensorBoard events and Hydra's overrides."""
+"""The runs under some directories, read back from their TensorBoard events and Hydra's files."""
 
+import logging
 import os
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
+from typing import Any
 
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from summary.events import Damage, damage
+
+log = logging.getLogger(__name__)
+
+EVENTS_FILES = "events.out.tfevents.*"
+OVERRIDES = OverridesParser.create()
+
+
+class SummaryError(Exception):
+    """A request the runs cannot answer (a key to plot against that they do not sweep), said in one line."""
 
 
 @dataclass
@@ -15,11 +30,32 @@ class Run:
     overrides: list[str]  # Hydra's overrides of the job ([] for a run Hydra did not start)
     curves: dict[str, list[tuple[int, float]]]  # scalar tag -> (step, value) in step order
     wall_s: float  # from its first to its last TensorBoard event
+    max_steps: int | None = None  # trainer.max_steps in its Hydra config; None for a run Hydra did not start
+    truncated: bool = False  # an events file of it ends mid-record (a crash while writing): the rest is lost
 
     def final(self, tag: str) -> float | None:
         """The tag's last value; None where the run never logged it (an empty cell in the table)."""
         curve = self.curves.get(tag)
         return curve[-1][1] if curve else None
+
+    @cached_property
+    def settings(self) -> dict[str, Any]:
+        """Its overrides as typed values, parsed as Hydra does: {"model.d_k": 64, "model.scale": False, ...}."""
+        return {override.key_or_group: override.value() for override in OVERRIDES.parse_overrides(self.overrides)}
+
+    @property
+    def last_step(self) -> int | None:
+        """The last step it logged a loss at; train.py logs both losses at its last step."""
+        return max(
+            (self.curves[tag][-1][0] for tag in ("train/loss", "val/loss") if self.curves.get(tag)), default=None
+        )
+
+    @property
+    def finished(self) -> bool | None:
+        """Whether it got to trainer.max_steps; None where that setting is unknown."""
+        if self.max_steps is None:
+            return None
+        return self.last_step is not None and self.last_step >= self.max_steps
 
 
 def find_runs(paths: list[Path]) -> list[Path]:
@@ -28,7 +64,7 @@ def find_runs(paths: list[Path]) -> list[Path]:
     for path in paths:
         if not path.is_dir():
             raise FileNotFoundError(f"{path}: no such directory")
-        found = {events.parent.resolve() for events in path.rglob("events.out.tfevents.*")}  # comparable paths
+        found = {events.parent.resolve() for events in path.rglob(EVENTS_FILES)}  # comparable paths
         if not found:
             raise FileNotFoundError(f"{path}: no TensorBoard events files in it or below it")
         runs |= found
@@ -39,16 +75,33 @@ def natural_key(path: Path) -> list:
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", str(path))]
 
 
-def read_run(run_dir: Path, root: Path) -> Run:
+def read_run(run_dir: Path, root: Path) -> Run | None:
+    """The run in `run_dir`; None where none of its events files reads. Each damaged file gets one warning."""
+    damages = {path: damage(path) for path in sorted(run_dir.glob(EVENTS_FILES))}
+    for path, found in damages.items():
+        if found:
+            log.warning("%s: %s", path, found.value)
+    if all(found is Damage.unreadable for found in damages.values()):
+        return None
     events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0, "tensors": 0})  # 0: keep every event
-    events.Reload()
+    events.Reload()  # reads past an unreadable file to the next one, and up to the cut in a truncated one
     curves = {tag: [(event.step, event.value) for event in events.Scalars(tag)] for tag in events.Tags()["scalars"]}
     wall_times = [event.wall_time for tag in events.Tags()["scalars"] for event in events.Scalars(tag)]
     wall_times += [event.wall_time for tag in events.Tags()["tensors"] for event in events.Tensors(tag)]
     started = events.FirstEventTimestamp()
     overrides_file = run_dir / ".hydra" / "overrides.yaml"
-    overrides = list(OmegaConf.load(overrides_file)) if overrides_file.exists() else []
-    return Run(str(run_dir.relative_to(root)), overrides, curves, max(wall_times, default=started) - started)
+    overrides = [str(item) for item in OmegaConf.load(overrides_file)] if overrides_file.exists() else []
+    wall_s = max(wall_times, default=started) - started
+    truncated = Damage.truncated in damages.values()
+    return Run(str(run_dir.relative_to(root)), overrides, curves, wall_s, max_steps(run_dir), truncated)
+
+
+def max_steps(run_dir: Path) -> int | None:
+    """trainer.max_steps in the run's Hydra config: its last resume's (trainer.resume) where it was resumed."""
+    hydra_dir = run_dir / ".hydra"
+    configs = [hydra_dir / "config.yaml", *sorted(hydra_dir.glob("resume-*/config.yaml"))]  # resume-DATE_TIME
+    found = [path for path in configs if path.exists()]
+    return OmegaConf.select(OmegaConf.load(found[-1]), "trainer.max_steps") if found else None
 
 
 def read_runs(paths: list[Path]) -> list[Run]:
@@ -56,7 +109,10 @@ def read_runs(paths: list[Path]) -> list[Run]:
     root = Path(os.path.commonpath(run_dirs))
     if root in run_dirs:  # a single run, or runs nested in one: name them from one level up
         root = root.parent
-    return [read_run(run_dir, root) for run_dir in run_dirs]
+    runs = [run for run in (read_run(run_dir, root) for run_dir in run_dirs) if run]
+    if not runs:
+        raise FileNotFoundError(f"{', '.join(map(str, paths))}: no readable TensorBoard events files")
+    return runs
 
 
 def shared_overrides(runs: list[Run]) -> list[str]:
@@ -66,3 +122,22 @@ def shared_overrides(runs: list[Run]) -> list[str]:
 
 def distinct_overrides(run: Run, shared: list[str]) -> str:
     return " ".join(override for override in run.overrides if override not in shared)
+
+
+def swept_keys(runs: list[Run]) -> list[str]:
+    """The keys whose value is not the same in every run, in the order the overrides name them."""
+    keys = dict.fromkeys(key for run in runs for key in run.settings)
+    return [key for key in keys if len({repr(run.settings.get(key)) for run in runs}) > 1]  # repr: lists too
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def as_word(value: Any) -> str:
+    """A value as a table or legend shows it: booleans as words, floats short, nothing as nothing."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return str(value).lower()
+    return f"{value:g}" if isinstance(value, float) else str(value)

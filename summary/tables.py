@@ -3,30 +3,55 @@
 import csv
 from pathlib import Path
 
-from summary.runs import Run, distinct_overrides, shared_overrides
+from summary.runs import Run, as_word, distinct_overrides, shared_overrides
 from trainer.tags import FINAL_TAGS
+
+# After the final values: how far each run got. finished: whether its last loss is at trainer.max_steps (empty where
+# the run has no Hydra config to say); truncated: whether an events file of it ends mid-record.
+PROGRESS = ["last_step", "max_steps", "finished", "truncated"]
 
 
 def write_csv(runs: list[Run], path: Path) -> None:
     with path.open("w", newline="") as file:
         writer = csv.writer(file)
-        writer.writerow(["run", "overrides", *FINAL_TAGS, "wall_s"])
+        writer.writerow(["run", "overrides", *FINAL_TAGS, "wall_s", *PROGRESS])
         for run in runs:
             finals = ["" if value is None else value for value in map(run.final, FINAL_TAGS)]
-            writer.writerow([run.name, " ".join(run.overrides), *finals, round(run.wall_s, 1)])
+            progress = [as_word(getattr(run, column)) for column in PROGRESS]
+            writer.writerow([run.name, " ".join(run.overrides), *finals, round(run.wall_s, 1), *progress])
 
 
 def markdown_table(runs: list[Run]) -> str:
     shared = shared_overrides(runs)
     lines = [
-        f"Overrides of every run: {' '.join(f'`{o}`' for o in shared) or 'none'}. Final values, losses in nats "
-        "per token; an empty cell: the run did not log that tag. Wall time: from a run's first to its last "
-        "TensorBoard event.",
+        (
+            f"Overrides of every run: {' '.join(f'`{o}`' for o in shared) or 'none'}. Final values, losses in nats "
+            "per token; an empty cell: the run did not log that tag. Wall time: from a run's first to its last "
+            "TensorBoard event. Steps: the last step logged, of trainer.max_steps."
+        ),
         "",
-        "| run | overrides | " + " | ".join(FINAL_TAGS) + " | wall s |",
-        "|---" * (len(FINAL_TAGS) + 3) + "|",
+        "| run | overrides | " + " | ".join(FINAL_TAGS) + " | wall s | steps | finished |",
+        "|---" * (len(FINAL_TAGS) + 5) + "|",
     ]
     for run in runs:
         finals = " | ".join("" if value is None else f"{value:.3f}" for value in map(run.final, FINAL_TAGS))
-        lines.append(f"| {run.name} | {distinct_overrides(run, shared)} | {finals} | {run.wall_s:.0f} |")
-    return "\n".join(lines) + "\n"
+        steps = "/".join(as_word(value) for value in (run.last_step, run.max_steps) if value is not None)
+        finished = {True: "yes", False: "**no**", None: ""}[run.finished]
+        lines.append(f"| {run.name} | {distinct_overrides(run, shared)} | {finals} | {run.wall_s:.0f} | {steps} | "
+                     f"{finished} |")  # fmt: skip
+    return "\n".join(lines + notes(runs)) + "\n"
+
+
+def notes(runs: list[Run]) -> list[str]:
+    """Under the table: the runs whose values are not what they would have been, and why."""
+    lines = []
+    unfinished = [run for run in runs if run.finished is False]
+    if unfinished:
+        stops = [f"`{run.name}` at step {as_word(run.last_step) or 'none'} of {run.max_steps}" for run in unfinished]
+        lines.append(f"Unfinished: {', '.join(stops)}. They stopped before trainer.max_steps (killed, crashed or still "
+                     "running): their values are from the last step they logged.")  # fmt: skip
+    truncated = [f"`{run.name}`" for run in runs if run.truncated]
+    if truncated:
+        lines.append(f"Events cut short mid-record (a crash while writing): {', '.join(truncated)}. Their values "
+                     "are the last readable ones.")  # fmt: skip
+    return [line for note in lines for line in ("", note)]

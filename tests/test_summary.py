@@ -1,4 +1,5 @@
 import csv
+import itertools
 import json
 import re
 import subprocess
@@ -13,7 +14,9 @@ from torch.utils.tensorboard import SummaryWriter
 
 from conftest import ROOT
 from summary import SUMMARY_FILES, summarize
-from summary.runs import find_runs, read_runs
+from summary.figures import MASK, reads_the_future
+from summary.looks import encode
+from summary.runs import Run, find_runs, read_runs, swept_keys
 from trainer.tags import FINAL_TAGS
 
 # A multirun of two jobs that lasts seconds; data.cache_dir is a path, so it must stay out of the job names.
@@ -49,7 +52,16 @@ def test_summary_holds_each_runs_final_values_and_leaves_missing_tags_empty(tmp_
     assert written == [tmp_path / name for name in SUMMARY_FILES]
 
     rows = read_csv(tmp_path / "summary.csv")
-    assert list(rows[0]) == ["run", "overrides", *FINAL_TAGS, "wall_s"]
+    assert list(rows[0]) == [
+        "run",
+        "overrides",
+        *FINAL_TAGS,
+        "wall_s",
+        "last_step",
+        "max_steps",
+        "finished",
+        "truncated",
+    ]
     assert [row["run"] for row in rows] == ["0_model.scale=True", "1_model.scale=False"]
     assert rows[0]["overrides"] == "+experiment=x model.scale=True"
     assert float(rows[0]["val/loss"]) == 2.0 and float(rows[0]["attn/entropy"]) == pytest.approx(1.2)
@@ -74,6 +86,54 @@ def test_runs_are_found_below_every_directory_in_natural_order(tmp_path):
     assert runs == [tmp_path / path for path in ("single", "sweep/2_a", "sweep/10_b", "sweep/nested/deeper/run")]
     assert [run.name for run in read_runs([tmp_path / "sweep"])] == ["2_a", "10_b", "nested/deeper/run"]
     assert [run.name for run in read_runs([tmp_path / "single"])] == ["single"]  # not "."
+
+
+def sweep(tmp_path: Path, grid: dict[str, list], scalars: dict[str, list[float]] | None = None) -> list[Run]:
+    """Fake runs of every combination of `grid`'s values, as a sweep of those keys leaves them."""
+    combinations = list(itertools.product(*grid.values()))
+    for job, values in enumerate(combinations):
+        overrides = [f"{key}={value}" for key, value in zip(grid, values)]
+        fake_run(tmp_path / f"{job}_{','.join(overrides)}", scalars or {"val/loss": [4.0, 3.0]}, overrides)
+    return read_runs([tmp_path])
+
+
+def test_a_saturation_sweep_gets_a_colour_per_d_k_and_a_line_style_per_scale(tmp_path):
+    runs = sweep(tmp_path, {"model.d_k": [16, 64, 256, 1024], "model.scale": [True, False]})
+    encoding = encode(runs, swept_keys(runs))
+    colours = {run.settings["model.d_k"]: look.color for run, look in zip(runs, encoding.looks)}
+    assert len({repr(colour) for colour in colours.values()}) == 4
+    assert all(repr(look.color) == repr(colours[run.settings["model.d_k"]]) for run, look in zip(runs, encoding.looks))
+    assert [look.linestyle for look in encoding.looks] == ["-", "--"] * 4  # scaled solid, unscaled dashed
+    labels = [label for label, _ in encoding.legend]
+    assert labels == ["model.d_k", "16", "64", "256", "1024", "model.scale", "true", "false"]
+
+
+def test_model_causal_gives_the_line_style_so_its_forced_mask_line_pairs_with_the_unmasked_one(tmp_path):
+    leaky = {"val/loss": [4.0, 1.0], "val/loss_causal": [4.0, 3.5]}
+    runs = sweep(tmp_path, {"model.causal": [True, False], "model.scale": [True, False]}, leaky)
+    runs[0].curves["val/loss_causal"] = runs[1].curves["val/loss_causal"] = runs[0].curves["val/loss"]  # masked
+    encoding = encode(runs, swept_keys(runs), style_first=MASK)
+    assert [look.linestyle for look in encoding.looks] == ["-", "-", "--", "--"]
+    assert [label for label, _ in encoding.legend][:1] == ["model.scale"]
+    assert [reads_the_future(run) for run in runs] == [False, False, True, True]
+
+
+def test_a_lone_switch_gives_both_colour_and_line_style(tmp_path):
+    runs = sweep(tmp_path, {"model.causal": [True, False]})
+    encoding = encode(runs, swept_keys(runs))
+    assert [(look.color, look.linestyle) for look in encoding.looks] == [("C0", "-"), ("C1", "--")]
+    assert [(label, look and look.linestyle) for label, look in encoding.legend] == [
+        ("model.causal", None), ("true", "-"), ("false", "--")
+    ]  # fmt: skip
+
+
+def test_runs_the_overrides_cannot_tell_apart_get_a_colour_each(tmp_path):
+    for name in ("a/0_model.scale=True", "b/0_model.scale=True"):
+        fake_run(tmp_path / name, {"val/loss": [4.0, 3.0]}, ["model.scale=True"])
+    runs = read_runs([tmp_path])
+    encoding = encode(runs, swept_keys(runs))
+    assert [look.color for look in encoding.looks] == ["C0", "C1"]
+    assert [label for label, _ in encoding.legend] == ["a/0_model.scale=True", "b/0_model.scale=True"]
 
 
 def run_report(*args: str) -> subprocess.CompletedProcess:
@@ -122,6 +182,7 @@ def test_multirun_ends_with_its_summary_that_report_rebuilds_identically(sweep_d
     rows = read_csv(sweep_dir / "summary.csv")
     assert [row["run"].split(",")[0] for row in rows] == ["0_model.block_size=32", "1_model.block_size=32"]
     assert all(float(row["val/loss"]) > 0 and float(row["train/loss"]) > 0 for row in rows)
+    assert [(row["last_step"], row["max_steps"], row["finished"]) for row in rows] == [("10", "10", "true")] * 2
     assert (sweep_dir / "summary.png").read_bytes().startswith(b"\x89PNG")
     assert "| model.scale=False |" in (sweep_dir / "summary.md").read_text()
 

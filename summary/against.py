@@ -1,0 +1,99 @@
+"""Final values against a swept number: summary_KEY.png, e.g. every final metric against optim.lr, one line per
+value of the other swept keys (model.qk_norm=true, false)."""
+
+import math
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+from matplotlib.figure import Figure
+from matplotlib.ticker import NullLocator
+
+from summary.figures import add_legend
+from summary.looks import LegendEntries, Look, encode
+from summary.runs import Run, SummaryError, is_number, shared_overrides, swept_keys
+from trainer.tags import FINAL_TAGS
+
+AUTOMATIC = 3  # a swept number with this many values or more gets its figure unasked
+LOG_Y = {"attn/logit_max"}  # grows by orders of magnitude as the softmax saturates
+COLUMNS = 4
+
+
+@dataclass
+class SweepLine:
+    look: Look
+    runs: list[Run]  # in the order of the plotted key's value
+
+
+def keys_to_plot_against(runs: list[Run], x: str | None) -> list[str]:
+    """[x] once checked; without x, every swept number with AUTOMATIC values or more."""
+    numbers = [key for key in swept_keys(runs) if all(is_number(run.settings.get(key)) for run in runs)]
+    if x is None:
+        return [key for key in numbers if len(values_of(runs, key)) >= AUTOMATIC]
+    if x not in numbers:
+        why = "its values are not all numbers" if x in swept_keys(runs) else "the runs do not sweep it"
+        raise SummaryError(f"cannot plot against {x}: {why}; swept numeric keys: {', '.join(numbers) or 'none'}")
+    return [x]
+
+
+def values_of(runs: list[Run], key: str) -> list[float]:
+    return sorted({run.settings[key] for run in runs})
+
+
+def sweep_lines(runs: list[Run], key: str) -> tuple[list[SweepLine], LegendEntries]:
+    """One line per value of the other swept keys, through its runs in the order of `key`; and their legend."""
+    others = [other for other in swept_keys(runs) if other != key]
+    groups: dict[str, list[Run]] = {}
+    for run in sorted(runs, key=lambda run: run.settings[key]):
+        groups.setdefault(repr([run.settings.get(other) for other in others]), []).append(run)
+    if not others:  # a single line: nothing to tell apart
+        return [SweepLine(Look("C0"), group) for group in groups.values()], []
+    encoding = encode([group[0] for group in groups.values()], others)
+    return [SweepLine(look, group) for look, group in zip(encoding.looks, groups.values())], encoding.legend
+
+
+def tick_label(value: float) -> str:
+    return str(value) if isinstance(value, int) else f"{value:.3g}"
+
+
+def plot_against(runs: list[Run], key: str, path: Path) -> None:
+    """Each final value (FINAL_TAGS) in a panel of its own, against `key`; the last cell holds the legend."""
+    lines, legend = sweep_lines(runs, key)
+    values = values_of(runs, key)
+    rows = math.ceil((len(FINAL_TAGS) + 1) / COLUMNS)
+    figure = Figure(figsize=(3.2 * COLUMNS, 2.6 * rows))
+    # Fixed margins: a layout engine would measure every tick label of every panel, twice the drawing time.
+    spacing = {"left": 0.05, "right": 0.99, "bottom": 0.1, "top": 0.86, "wspace": 0.3, "hspace": 0.55}
+    cells = list(figure.subplots(rows, COLUMNS, gridspec_kw=spacing).flat)
+    for tag, axes in zip(FINAL_TAGS, cells):
+        for line in lines:
+            points = [
+                (run.settings[key], run.final(tag), run.finished) for run in line.runs if run.final(tag) is not None
+            ]
+            if points:
+                xs, ys, _ = zip(*points)
+                axes.plot(xs, ys, line.look.linestyle, color=line.look.color, marker="o", markersize=4)
+                stopped = [(x, y) for x, y, done in points if done is False]  # their final value is an earlier one
+                if stopped:
+                    axes.plot(*zip(*stopped), "o", color=line.look.color, markerfacecolor="white", markersize=6)
+        axes.set_title(tag, fontsize="medium")
+        axes.set_xlabel(key)
+        if not axes.has_data():
+            axes.text(0.5, 0.5, "not logged", ha="center", va="center", transform=axes.transAxes)
+            axes.set(xticks=[], yticks=[])
+            continue
+        if values[0] > 0 and values[-1] >= 10 * values[0]:
+            axes.set_xscale("log")
+        axes.set_xticks(values, [tick_label(value) for value in values], fontsize="small")
+        axes.xaxis.set_minor_locator(NullLocator())  # only the swept values are marked
+        if tag in LOG_Y and all(min(line.get_ydata()) > 0 for line in axes.lines):
+            axes.set_yscale("log")
+    for axes in cells[len(FINAL_TAGS) :]:
+        axes.axis("off")
+    if legend:
+        add_legend(cells[len(FINAL_TAGS)], legend, loc="upper left")
+    unfinished = any(run.finished is False for run in runs)
+    note = " (open markers: runs that stopped before trainer.max_steps)" if unfinished else ""
+    shared = textwrap.fill(" ".join(shared_overrides(runs)), 160)
+    figure.suptitle(f"final values against {key}{note}\n{shared}".strip(), fontsize="small")
+    figure.savefig(path, dpi=80)
