@@ -25,7 +25,7 @@ from model import TinyLM
 from trainer.config import Precision, TrainConfig
 from trainer.distributed import pick_device
 from trainer.run import build_model
-from trainer.step import autocast, train_step
+from trainer.step import autocast, grad_scaler, train_step
 
 log = logging.getLogger("tinylm.bench")
 
@@ -61,13 +61,16 @@ def bench_throughput(
     batch_size, block_size = trainer.batch_size, config.model.block_size
     batches = torch.Generator().manual_seed(trainer.seed)
     x, y = get_batch(train_tokens, batch_size, block_size, batches, device)
+    scaler = grad_scaler(device, trainer.precision)
 
     def full_step() -> None:
         step_x, step_y = get_batch(train_tokens, batch_size, block_size, batches, device)
-        train_step(model, optimizer, step_x, step_y, optim.lr, optim.grad_clip, trainer.precision)
+        train_step(model, optimizer, step_x, step_y, optim.lr, optim.grad_clip, trainer.precision,
+                   micro_batches=trainer.grad_accum_steps, scaler=scaler)  # fmt: skip
 
     def compute_step() -> None:
-        train_step(model, optimizer, x, y, optim.lr, optim.grad_clip, trainer.precision)
+        train_step(model, optimizer, x, y, optim.lr, optim.grad_clip, trainer.precision,
+                   micro_batches=trainer.grad_accum_steps, scaler=scaler)  # fmt: skip
 
     matmul = square_matmul(settings.matmul_size, trainer.precision, device)
     seconds = measure({"full": full_step, "compute": compute_step, "matmul": matmul}, settings, device,

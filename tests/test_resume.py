@@ -8,9 +8,10 @@ import pytest
 import torch
 
 import train
-from conftest import ROOT
+from conftest import ROOT, compose_config
 from test_train import SHORT, curve, events, short_run
-from trainer.stopping import NonFiniteLoss
+from trainer.config import to_train_config
+from trainer.stopping import Interrupted, NonFiniteLoss
 
 pytestmark = pytest.mark.slow
 
@@ -156,3 +157,24 @@ def test_resume_auto_starts_fresh_then_continues_a_killed_run(tmp_path, cache_di
     assert requeued.wait(timeout=180) == 0, requeued.stderr.read()
     assert_same_run(tmp_path, uninterrupted)
     assert "resumed from step" in (tmp_path / "train.log").read_text()
+
+
+def test_a_run_with_gradient_accumulation_stopped_mid_run_resumes_bit_identical(tmp_path, cache_dir, monkeypatch):
+    accumulating = ["trainer.grad_accum_steps=4", "trainer.ckpt_interval=20"]
+    short_run(tmp_path / "whole", cache_dir, *accumulating)
+    step_of, calls = train.train_step, []
+
+    def signalled_at_step_25(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 25:
+            os.kill(os.getpid(), signal.SIGTERM)  # as a cluster's preemption would
+        return step_of(*args, **kwargs)
+
+    monkeypatch.setattr(train, "train_step", signalled_at_step_25)
+    with pytest.raises(Interrupted, match="stopped by SIGTERM after step 25"):
+        short_run(tmp_path / "stopped", cache_dir, *accumulating)
+    monkeypatch.setattr(train, "train_step", step_of)
+    checkpoint = torch.load(tmp_path / "stopped" / "last.pt", weights_only=True)
+    config = to_train_config(compose_config(*SHORT, f"data.cache_dir={cache_dir}", *accumulating))
+    train.train(config, tmp_path / "stopped", checkpoint)
+    assert_same_run(tmp_path / "stopped", tmp_path / "whole")

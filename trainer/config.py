@@ -23,6 +23,7 @@ class ConfigError(Exception):
 class Precision(Enum):
     fp32 = "fp32"
     bf16 = "bf16"  # autocast to bfloat16 for matmuls; weights and optimizer state stay float32
+    fp16 = "fp16"  # autocast to float16, with loss scaling against underflowing gradients (for GPUs without bf16)
 
 
 @dataclass
@@ -40,6 +41,7 @@ class OptimConfig:
 class TrainerConfig:
     max_steps: int = 3000
     batch_size: int = 32
+    grad_accum_steps: int = 1  # the batch goes through in this many equal parts: the same gradients, less memory
     eval_interval: int = 500  # evaluate both splits every this many steps (and at the first and last)
     eval_iters: int = 40  # batches per split and evaluation
     log_interval: int = 50  # train/loss, train/lr and perf/tokens_per_sec every this many steps
@@ -89,7 +91,7 @@ def to_typed(schema: type, values: dict) -> object:
 
 
 POSITIVE = ["model.block_size", "model.d_model", "model.d_k", "model.d_v", "model.n_layer", "optim.lr",
-            "trainer.max_steps", "trainer.batch_size", "trainer.eval_interval", "trainer.eval_iters",
+            "trainer.max_steps", "trainer.batch_size", "trainer.grad_accum_steps", "trainer.eval_interval", "trainer.eval_iters",
             "trainer.log_interval", "trainer.ckpt_interval"]  # fmt: skip
 NOT_NEGATIVE = ["optim.min_lr", "optim.warmup_steps", "optim.weight_decay", "optim.grad_clip", "trainer.sample_tokens"]
 BELOW_ONE = ["model.dropout", "optim.beta1", "optim.beta2"]  # and not negative
@@ -124,6 +126,8 @@ def check_values(config: TrainConfig) -> None:
         problems.append(
             ("optim.min_lr", f"must not exceed optim.lr={config.optim.lr}: the schedule decays from lr to min_lr")
         )
+    if config.trainer.grad_accum_steps > 0 and config.trainer.batch_size % config.trainer.grad_accum_steps:
+        problems.append(("trainer.grad_accum_steps", f"must divide trainer.batch_size={config.trainer.batch_size}"))
     if 0 < config.trainer.max_steps < config.trainer.eval_interval:
         problems.append(("trainer.eval_interval", f"must not exceed trainer.max_steps={config.trainer.max_steps}"))
     if not 0 < config.data.val_fraction < 1 and "data.val_fraction" not in nonfinite:

@@ -20,6 +20,7 @@ from trainer.config import ConfigError, TrainConfig
 from trainer.diagnostics import probe_windows
 from trainer.distributed import Ranks, allow_tf32
 from trainer.optim import make_optimizer
+from trainer.step import check_precision, grad_scaler
 
 log = logging.getLogger("tinylm")
 
@@ -33,6 +34,7 @@ class Run:
     step_model: nn.Module  # what a training step calls: the model, or under torchrun its DistributedDataParallel
     optimizer: torch.optim.Optimizer
     batch_generator: torch.Generator  # draws this rank's training windows
+    scaler: torch.amp.GradScaler  # loss scaling for float16 training; disabled otherwise
     step: int  # the last step finished: 0 for a fresh run
     best_val: float  # the lowest validation loss so far
     loss_sum: Tensor  # the training losses since the last log step, summed on the device
@@ -54,7 +56,8 @@ class Run:
         """Everything a checkpoint holds, for the step just finished; every rank calls it."""
         return checkpoint_state(
             self.step, self.config, self.ranks, model=self.model.state_dict(), optimizer=self.optimizer.state_dict(),
-            batch_generator=self.batch_generator, loss_sum=self.loss_sum.detach().cpu(), best_val=self.best_val,
+            batch_generator=self.batch_generator, scaler=self.scaler.state_dict(), loss_sum=self.loss_sum.detach().cpu(),
+            best_val=self.best_val,
             tokenizer=self.data.tokenizer.to_str(),
         )  # fmt: skip
 
@@ -62,6 +65,7 @@ class Run:
 def build_model(config: TrainConfig, device: torch.device) -> tuple[TinyLM, torch.optim.Optimizer]:
     """The model (config.model.vocab_size set) on `device`, initialised from the seed, compiled if the settings say
     so, and its optimizer."""
+    check_precision(device, config.trainer.precision)
     torch.manual_seed(config.trainer.seed)  # the same initial weights on every rank
     allow_tf32()
     model = TinyLM(config.model).to(device)
@@ -92,9 +96,10 @@ def build_run(config: TrainConfig, ranks: Ranks, checkpoint: Optional[dict] = No
     config = replace(config, model=replace(config.model, vocab_size=data.tokenizer.get_vocab_size()))
     model, optimizer = build_model(config, device)
     batch_generator = torch.Generator().manual_seed(ranks.seed(settings.seed))  # each rank its own batches
+    scaler = grad_scaler(device, settings.precision)
     step, best_val, loss_sum = 0, math.inf, torch.zeros(())
     if checkpoint:
-        step, best_val, loss_sum = restore(checkpoint, model, optimizer, batch_generator, ranks)
+        step, best_val, loss_sum = restore(checkpoint, model, optimizer, batch_generator, scaler, ranks)
         log.info("resumed from step %d", step)
     # DistributedDataParallel averages the ranks' gradients in backward; one process trains the model itself.
     step_model = DistributedDataParallel(model) if ranks.distributed else model
@@ -106,12 +111,17 @@ def build_run(config: TrainConfig, ranks: Ranks, checkpoint: Optional[dict] = No
     )  # fmt: skip
     probe = probe_windows(data.val, config.model.block_size, settings.seed + 2, device)
     prompt = torch.tensor([data.tokenizer.encode("\n").ids], device=device)
-    return Run(config, ranks, data, model, step_model, optimizer, batch_generator, step, best_val,
+    return Run(config, ranks, data, model, step_model, optimizer, batch_generator, scaler, step, best_val,
                loss_sum.to(device), probe, prompt)  # fmt: skip
 
 
 def restore(
-    checkpoint: dict, model: TinyLM, optimizer: torch.optim.Optimizer, batch_generator: torch.Generator, ranks: Ranks
+    checkpoint: dict,
+    model: TinyLM,
+    optimizer: torch.optim.Optimizer,
+    batch_generator: torch.Generator,
+    scaler: torch.amp.GradScaler,
+    ranks: Ranks,
 ) -> tuple[int, float, Tensor]:
     """Puts the model, the optimizer and this rank's random states back; returns the step, the best val loss so far
     and the running sum of the training losses of the unfinished log window (it may span the interruption)."""
@@ -123,5 +133,7 @@ def restore(
         )
     model.load_state_dict(checkpoint["model"])
     optimizer.load_state_dict(checkpoint["optimizer"])
+    if checkpoint.get("scaler"):  # a float16 run's loss scale; empty for others
+        scaler.load_state_dict(checkpoint["scaler"])
     restore_rng_states(checkpoint["rng"][ranks.rank], batch_generator)
     return checkpoint["step"], checkpoint["best_val"], checkpoint["loss_sum"]
