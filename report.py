@@ -13,7 +13,7 @@ import logging
 import sys
 from pathlib import Path
 
-from summary import summarize
+from summary.summarize import summarize
 from summary.runs import SummaryError
 
 

@@ -7,9 +7,6 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from summary import summarize
-from summary.runs import SummaryError
-
 log = logging.getLogger(__name__)
 
 
@@ -22,6 +19,12 @@ class SweepSummary(Callback):
         self.x = x
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        # Imported here: Hydra builds its callbacks at the start of every run, and matplotlib and TensorBoard's
+        # reader would add half a second to each.
+        from summary.summarize import summarize
+        from summary.runs import SummaryError
+        from trainer.record import tensorboard_command
+
         sweep_dir = Path(config.hydra.sweep.dir)
         logging.getLogger("tensorboard").setLevel(logging.WARNING)  # its reader logs each events file it ends
         try:
@@ -33,4 +36,5 @@ class SweepSummary(Callback):
         except FileNotFoundError as error:  # no job got as far as its first TensorBoard event
             log.warning("no sweep summary: %s", error)
             return
-        log.info("sweep summary:\n%s\n%s", written[1].read_text(), "\n".join(map(str, written)))
+        log.info("sweep summary:\n%s\n%s\nTo see the sweep: %s", written[1].read_text(), "\n".join(map(str, written)),
+                 tensorboard_command(sweep_dir))  # fmt: skip

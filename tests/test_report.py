@@ -10,7 +10,7 @@ from omegaconf import OmegaConf
 from torch.utils.tensorboard import SummaryWriter
 
 from conftest import ROOT
-from summary import summarize
+from summary.summarize import summarize
 from summary.against import sweep_lines
 from summary.runs import SummaryError, read_runs
 from test_summary import fake_run, read_csv, run_report

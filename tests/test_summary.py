@@ -13,7 +13,7 @@ import pytest
 from torch.utils.tensorboard import SummaryWriter
 
 from conftest import ROOT
-from summary import SUMMARY_FILES, summarize
+from summary.summarize import SUMMARY_FILES, summarize
 from summary.figures import MASK, reads_the_future
 from summary.looks import encode
 from summary.runs import Run, find_runs, read_runs, swept_keys
