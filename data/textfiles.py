@@ -10,7 +10,7 @@ from typing import Iterator, Optional
 
 from data.errors import DataError
 
-BLOCK_BYTES = 1 << 20  # read at once; memory stays bounded however long the file or its lines
+BLOCK_BYTES = 1 << 16  # read at once: memory stays bounded however long the file or its lines
 
 
 def checked_paths(pattern: Optional[str]) -> list[str]:

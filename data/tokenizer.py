@@ -23,9 +23,9 @@ from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, train
 
 UNKNOWN = "[UNK]"  # a character that never occurs in the training split
 CODE_POINTS = 0x110000  # every Unicode character
-CHARS_PER_PART = 1 << 20  # characters looked up at once by the character tokenizer
+CHARS_PER_PART = 1 << 16  # characters looked up at once by the character tokenizer (small parts: fast, little memory)
 PIECE_CHARS = 1 << 14  # the longest piece byte-level BPE encodes at once
-PIECES_PER_BATCH = 64  # `tokenizers` encodes the pieces of a batch in parallel
+PIECES_PER_BATCH = 16  # `tokenizers` encodes the pieces of a batch in parallel; their encodings take ~80 B a token
 CUT_SEARCH = 256  # how far back from PIECE_CHARS a piece looks for a place to end
 WORD_START = re.compile(r"\s(?=\S)")
 
