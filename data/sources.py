@@ -61,8 +61,8 @@ def open_corpus(config: DataConfig) -> Corpus:
         text = functools.cache(shakespeare_text)  # converted once, when first read
         return Corpus({"shakespeare": plays_identity()}, lambda: iter([text()]))
     if config.source is Source.text:
-        return text_files(config.path)
-    return hub_rows(config)
+        return local_files(config.path)
+    return hub_data_set(config)
 
 
 def load_text(config: DataConfig) -> str:
@@ -70,7 +70,7 @@ def load_text(config: DataConfig) -> str:
     return "".join(open_corpus(config).read())
 
 
-def text_files(pattern: Optional[str]) -> Corpus:
+def local_files(pattern: Optional[str]) -> Corpus:
     # Known by their contents alone: an edit in place is seen whatever the file system's clock granularity,
     # and merely touching a file keeps its cache entry.
     paths = checked_paths(pattern)
@@ -78,7 +78,7 @@ def text_files(pattern: Optional[str]) -> Corpus:
     return Corpus({"text": digests}, lambda: text_chunks(pattern, paths, digests))
 
 
-def hub_rows(config: DataConfig) -> Corpus:
+def hub_data_set(config: DataConfig) -> Corpus:
     if not config.name:
         raise DataError("data.name: data=hub needs a data set name, e.g. data.name=karpathy/tiny_shakespeare")
     instead = "train on local files with data=text data.path=FILE, or on the embedded corpus with data=shakespeare"

@@ -3,13 +3,15 @@
 Both give back exactly the text they encode: byte-level BPE for any text, the character tokenizer for
 text made of the characters of its training split (others become [UNK]).
 
-Text is learned from and encoded a bounded piece at a time, so memory does not grow with the text or its lines.
+Text is learned from and encoded a bounded piece at a time, so memory does not grow with the text or its lines
+(byte-level BPE's trainer still keeps a count of each distinct word of the training split).
 The character tokenizer is applied as a lookup table over code points (the ids `tokenizers` would give, many
-times faster). Byte-level BPE cuts the text just before a whitespace character that precedes a non-whitespace
-one: its pre-tokenizer (GPT-2's rule: " word" is one pre-token, a run of whitespace gives its last character to
-the word after it) splits the whole text there too, so the pieces' tokens are the whole text's. Where a stretch
-of PIECE_CHARS characters holds no such place (no spaces, or only spaces) it is cut anyway; the tokens next to
-that cut may differ from the whole text's, and decoding still gives back the text exactly.
+times faster). Byte-level BPE cuts the text into pieces just before a whitespace character that precedes a
+non-whitespace one: its pre-tokenizer (GPT-2's rule: " word" is one pre-token, a run of whitespace gives its last
+character to the word after it) splits the whole text there too, so the pieces' tokens are the whole text's, and
+the tokenizer learns the same merges from them. Where the last CUT_SEARCH characters before a piece's limit hold no
+such place (a long run without spaces, or of spaces only) the piece is cut at its limit; the tokens next to that
+cut may differ from the whole text's, and decoding still gives back the text exactly.
 """
 
 import re
@@ -103,8 +105,8 @@ def code_points(text: str) -> np.ndarray:
 
 
 def word_pieces(chunks: Iterable[str]) -> Iterator[str]:
-    """The text re-cut into pieces of at most PIECE_CHARS characters, each ending just before a whitespace
-    character that precedes a non-whitespace one, where one is near enough (see the module's docstring)."""
+    """The text re-cut into pieces of at most PIECE_CHARS characters, each ending where the module's docstring says;
+    the same pieces however the text is cut into chunks."""
     rest = ""
     for chunk in chunks:
         text, start = rest + chunk, 0

@@ -94,12 +94,14 @@ def test_bpe_encodes_in_pieces_as_it_would_the_whole_text(corpus, monkeypatch):
     assert tokenizer.decode(encode(tokenizer, no_place_to_cut).tolist()) == no_place_to_cut
 
 
-def test_tokenizers_learn_the_same_from_a_text_in_chunks(corpus, monkeypatch):
-    monkeypatch.setattr(data.tokenizer, "PIECE_CHARS", 1000)
+def test_tokenizers_learn_the_same_from_pieces_as_from_the_whole_text(corpus, monkeypatch):
     text = corpus[:100_000]
+    monkeypatch.setattr(data.tokenizer, "PIECE_CHARS", len(text))
+    whole = [train_tokenizer(config, text).to_str() for config in (CHAR, BPE)]
+    monkeypatch.setattr(data.tokenizer, "PIECE_CHARS", 1000)
+    monkeypatch.setattr(data.tokenizer, "CHARS_PER_PART", 500)
     chunks = [text[i : i + 777] for i in range(0, len(text), 777)]
-    for config in (CHAR, BPE):
-        assert train_tokenizer(config, chunks).to_str() == train_tokenizer(config, text).to_str()
+    assert [train_tokenizer(config, chunks).to_str() for config in (CHAR, BPE)] == whole
 
 
 def test_char_tokenizer_has_one_token_per_character_and_marks_unseen_ones():
