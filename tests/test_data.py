@@ -1,3 +1,7 @@
+import json
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -15,7 +19,12 @@ from data import (
     prepare_tokens,
     train_tokenizer,
 )
+import data.sources
+import data.textfiles
+import data.tokenizer
+from conftest import ROOT
 from data.shakespeare import play_to_text, plays_dir, shakespeare_text
+from data.sources import open_corpus
 
 CHAR = TokenizerConfig(kind=TokenizerKind.char)
 BPE = TokenizerConfig(kind=TokenizerKind.bpe, vocab_size=512)
@@ -69,6 +78,32 @@ def test_bpe_round_trips_text_it_never_saw(corpus):
     assert tokenizer.get_vocab_size() == 512
 
 
+def test_char_ids_are_the_ones_tokenizers_gives():
+    tokenizer = train_tokenizer(CHAR, "abc\n\r \U0001f600é")
+    text = "cab\n\n\r\rzé\U0001f600\U0001f601 x\u2028"  # unseen characters among them
+    assert encode(tokenizer, text).tolist() == tokenizer.encode(text).ids
+
+
+def test_bpe_encodes_in_pieces_as_it_would_the_whole_text(corpus, monkeypatch):
+    tokenizer = train_tokenizer(BPE, corpus[:200_000])
+    monkeypatch.setattr(data.tokenizer, "PIECE_CHARS", 64)
+    monkeypatch.setattr(data.tokenizer, "CUT_SEARCH", 32)
+    text = corpus[:20_000] + "  \t\u3000double  spaces,\ttabs\u00a0and\n\n\nbreaks \n"
+    assert encode(tokenizer, text).tolist() == tokenizer.encode(text).ids
+    no_place_to_cut = "x" * 150 + " " * 150 + "y"
+    assert tokenizer.decode(encode(tokenizer, no_place_to_cut).tolist()) == no_place_to_cut
+
+
+def test_tokenizers_learn_the_same_from_pieces_as_from_the_whole_text(corpus, monkeypatch):
+    text = corpus[:100_000]
+    monkeypatch.setattr(data.tokenizer, "PIECE_CHARS", len(text))
+    whole = [train_tokenizer(config, text).to_str() for config in (CHAR, BPE)]
+    monkeypatch.setattr(data.tokenizer, "PIECE_CHARS", 1000)
+    monkeypatch.setattr(data.tokenizer, "CHARS_PER_PART", 500)
+    chunks = [text[i : i + 777] for i in range(0, len(text), 777)]
+    assert [train_tokenizer(config, chunks).to_str() for config in (CHAR, BPE)] == whole
+
+
 def test_char_tokenizer_has_one_token_per_character_and_marks_unseen_ones():
     tokenizer = train_tokenizer(CHAR, "abc\n ")
     assert tokenizer.get_vocab_size() == 6  # five characters and [UNK]
@@ -86,9 +121,31 @@ def text_config(path, cache_dir, **settings) -> DataConfig:
     return DataConfig(source=Source.text, path=str(path), cache_dir=str(cache_dir), **settings)
 
 
-def test_text_file_is_read_exactly_through_datasets(tmp_path):
+def test_text_file_is_read_exactly(tmp_path):
     text = "first line\n\nthird line, no newline at the end"
     assert load_text(text_config(write(tmp_path / "a.txt", text), tmp_path)) == text
+
+
+def test_text_is_read_in_blocks_that_may_cut_a_character_or_a_line_break(tmp_path, monkeypatch):
+    monkeypatch.setattr(data.textfiles, "BLOCK_BYTES", 3)
+    path = tmp_path / "a.txt"
+    path.write_bytes("ab\r\ncé\r\rx\r".encode())  # "\r\n" cut after "\r"; "é" cut in two; a lone "\r" at the end
+    assert load_text(text_config(path, tmp_path)) == "ab\ncé\n\nx\n"
+
+
+@pytest.mark.parametrize("raw, byte, offset", [(b"abc\xc3\xa9d\xe9!", "0xe9", 6), (b"ab\xc3", "0xc3", 2)])
+def test_a_byte_that_is_not_utf8_is_named_with_its_offset_in_the_file(tmp_path, monkeypatch, raw, byte, offset):
+    monkeypatch.setattr(data.textfiles, "BLOCK_BYTES", 4)
+    (tmp_path / "a.bin").write_bytes(raw)
+    with pytest.raises(DataError, match=rf"a.bin is not UTF-8 text \(byte {byte} at offset {offset}\)"):
+        load_text(text_config(tmp_path / "a.bin", tmp_path))
+
+
+def test_a_file_holding_only_whitespace_is_refused_by_name(tmp_path):
+    write(tmp_path / "a.txt", "some text\n")
+    write(tmp_path / "b.txt", " \n\t\r\n")
+    with pytest.raises(DataError, match=rf"^data.path={tmp_path}/\*.txt: {tmp_path}/b.txt holds only whitespace$"):
+        load_text(text_config(tmp_path / "*.txt", tmp_path))
 
 
 def test_text_files_of_a_glob_are_joined_on_line_breaks_with_unix_line_endings(tmp_path):
@@ -126,6 +183,28 @@ def test_cache_is_reused_and_rebuilt_when_text_or_tokenizer_change(tmp_path):
     )  # no temporary directories left behind
 
 
+def test_hub_rows_are_read_in_chunks_one_row_to_a_line(tmp_path, monkeypatch):
+    rows = tmp_path / "rows"
+    rows.mkdir()
+    (rows / "rows.jsonl").write_text(
+        "".join(json.dumps({"text": text}) + "\n" for text in ["one", "two\nlines", "three"])
+    )
+    monkeypatch.setattr(data.sources, "HUB_ROWS_PER_CHUNK", 2)
+    config = DataConfig(source=Source.hub, name=str(rows), cache_dir=str(tmp_path))
+    assert list(open_corpus(config).read()) == ["one\ntwo\nlines", "\nthree"]
+
+
+def test_only_the_hub_source_imports_datasets(tmp_path):
+    write(tmp_path / "a.txt", "to be or not to be\n" * 100)
+    program = (
+        "import sys; from data import *; "
+        f"prepare_tokens(DataConfig(source=Source.text, path='{tmp_path}/a.txt', cache_dir='{tmp_path}'), "
+        "TokenizerConfig()); print('datasets' in sys.modules)"
+    )
+    result = subprocess.run([sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.stdout.strip() == "False", result.stderr
+
+
 def test_hub_source_offline_fails_at_once_naming_what_to_use_instead(tmp_path):
     config = DataConfig(source=Source.hub, name="karpathy/tiny_shakespeare", cache_dir=str(tmp_path))
     with pytest.raises(
@@ -135,8 +214,6 @@ def test_hub_source_offline_fails_at_once_naming_what_to_use_instead(tmp_path):
 
 
 def test_hub_source_without_network_fails_at_once(tmp_path, monkeypatch):
-    import data.sources
-
     def no_dns(*args, **kwargs):
         raise OSError("Name or service not known")
 

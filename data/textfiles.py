@@ -1,0 +1,87 @@
+"""Local UTF-8 text files, read in bounded blocks: checked, identified by a hash of their bytes, and decoded as
+Python's text mode would ("\\r\\n" and a lone "\\r" become "\\n")."""
+
+import codecs
+import glob
+import hashlib
+import io
+import os
+from typing import Iterator, Optional
+
+from data.errors import DataError
+
+BLOCK_BYTES = 1 << 16  # read at once: memory stays bounded however long the file or its lines
+
+
+def checked_paths(pattern: Optional[str]) -> list[str]:
+    """The files data.path names, each an existing, non-empty file; else DataError saying which is not.
+    Whether each is UTF-8 text is found out while reading it (text_chunks)."""
+    if not pattern:
+        raise DataError("data.path: data=text needs a file, e.g. data.path=notes.txt")
+    expanded = os.path.expanduser(pattern)
+    paths = sorted(glob.glob(expanded)) if glob.has_magic(expanded) else [expanded]
+    if not paths or not os.path.exists(paths[0]):
+        raise DataError(f"data.path={pattern}: no such file" + (" matches" if glob.has_magic(expanded) else ""))
+    for path in paths:
+        if os.path.isdir(path):
+            raise DataError(
+                f"data.path={pattern}: {path} is a directory; give a file, or a glob such as {path.rstrip('/')}/*.txt"
+            )
+        if os.path.getsize(path) == 0:
+            raise DataError(f"data.path={pattern}: {path} is empty")
+    return paths
+
+
+def new_digest():
+    # 128 bits: two different texts never share a cache entry. blake2b is fast and needs no hardware support.
+    return hashlib.blake2b(digest_size=16)
+
+
+def file_digest(path: str) -> str:
+    """The hash of a file's bytes, read in blocks."""
+    with open(path, "rb") as file:
+        return hashlib.file_digest(file, new_digest).hexdigest()
+
+
+def text_chunks(pattern: str, paths: list[str], digests: list[str]) -> Iterator[str]:
+    """The files' text in chunks of at most BLOCK_BYTES characters, joined on line breaks: a file that does not end
+    with one gets one before the next file begins. `digests` are the files' hashes (file_digest) when they were
+    identified: a file whose bytes differ by the time it is read to its end is refused, so its cache entry
+    holds the text its key names."""
+    for number, (path, digest) in enumerate(zip(paths, digests, strict=True)):
+        last = ""
+        for chunk in file_chunks(pattern, path, digest):
+            last = chunk
+            yield chunk
+        if number < len(paths) - 1 and not last.endswith("\n"):
+            yield "\n"
+
+
+def file_chunks(pattern: str, path: str, digest: str) -> Iterator[str]:
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    lines = io.IncrementalNewlineDecoder(decoder, translate=True)  # what open() in text mode does
+    read = new_digest()
+    offset = 0  # of the block being decoded, in the file
+    holds_text = False
+    with open(path, "rb") as file:
+        while True:
+            block = file.read(BLOCK_BYTES)
+            held_back = len(decoder.getstate()[0])  # the start of a character cut by the previous block
+            try:
+                chunk = lines.decode(block, final=not block)
+            except UnicodeDecodeError as error:  # error.object: the held-back bytes, then this block
+                raise DataError(
+                    f"data.path={pattern}: {path} is not UTF-8 text (byte 0x{error.object[error.start]:02x} at "
+                    f"offset {offset - held_back + error.start}); convert it first, e.g. iconv -f latin1 -t utf-8"
+                ) from None
+            if chunk:
+                holds_text = holds_text or not chunk.isspace()
+                yield chunk
+            if not block:
+                break
+            read.update(block)
+            offset += len(block)
+    if not holds_text:
+        raise DataError(f"data.path={pattern}: {path} holds only whitespace")
+    if read.hexdigest() != digest:
+        raise DataError(f"data.path={pattern}: {path} changed while it was being read; run again")
