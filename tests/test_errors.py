@@ -50,6 +50,7 @@ ROWS = [
     (["data=text", "data.path={tmp}/*.md"], "data.path={tmp}/*.md: no such file matches"),
     (["data=text", "data.path={tmp}"], "data.path={tmp}: {tmp} is a directory; give a file, or a glob such as {tmp}/*.txt"),
     (["data=text", "data.path={tmp}/empty.txt"], "data.path={tmp}/empty.txt: {tmp}/empty.txt is empty"),
+    (["data=text", "data.path={tmp}/blank.txt"], "data.path={tmp}/blank.txt: {tmp}/blank.txt holds only whitespace"),
     (["data=text", "data.path={tmp}/latin1.txt"], "data.path={tmp}/latin1.txt: {tmp}/latin1.txt is not UTF-8 text "
      "(byte 0xe9 at offset 3); convert it first, e.g. iconv -f latin1 -t utf-8"),
     (["tokenizer=bpe", "tokenizer.vocab_size=100"], "tokenizer.vocab_size=100: must be at least 256 for tokenizer=bpe: "
@@ -68,6 +69,7 @@ ROWS = [
 def scratch(tmp_path) -> Path:
     (tmp_path / "short.txt").write_text("to be, or not to be: that is the question.\n" * 5)  # 220 characters
     (tmp_path / "empty.txt").write_text("")
+    (tmp_path / "blank.txt").write_text(" \n\t\n")
     (tmp_path / "latin1.txt").write_bytes("caf\xe9\n".encode("latin-1"))
     return tmp_path
 
