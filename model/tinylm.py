@@ -1,5 +1,6 @@
 """TinyLM: embeddings, n_layer pre-LayerNorm blocks of single-head self-attention (+ MLP), an LM head."""
 
+import logging
 from dataclasses import dataclass
 from typing import Optional
 
@@ -8,6 +9,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from model.attention import AttentionResult, QKInit, SingleHeadSelfAttention
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -24,6 +27,8 @@ class ModelConfig:
     causal: bool = True  # mask the future: position i sees only j <= i
     qk_init: QKInit = QKInit.unit
     fused: bool = True  # train through F.scaled_dot_product_attention; false: the explicit reference path
+    qk_norm: bool = False  # LayerNorm q and k over their d_k features: bounds the scores whatever W^Q, W^K become
+    softcap: float = 0.0  # c > 0: scores become c tanh(s / c) before the mask (Gemma 2); takes the reference path
 
 
 class MLP(nn.Sequential):
@@ -42,7 +47,7 @@ class Block(nn.Module):
         self.ln_attn = nn.LayerNorm(config.d_model)
         self.attn = SingleHeadSelfAttention(
             config.d_model, config.d_k, config.d_v, scale=config.scale, causal=config.causal,
-            qk_init=config.qk_init, fused=config.fused,
+            qk_init=config.qk_init, fused=config.fused, qk_norm=config.qk_norm, softcap=config.softcap,
         )  # fmt: skip
         self.attn_dropout = nn.Dropout(config.dropout)
         self.ln_mlp = nn.LayerNorm(config.d_model) if config.mlp else None
@@ -63,6 +68,11 @@ class TinyLM(nn.Module):
         if config.vocab_size is None:
             raise ValueError("ModelConfig.vocab_size is not set (it comes from the tokenizer)")
         self.config = config
+        if config.softcap and config.fused:
+            log.info(
+                "model.softcap=%g: the fused attention kernel cannot cap scores; training takes the reference path",
+                config.softcap,
+            )
         self.token_embedding = nn.Embedding(config.vocab_size, config.d_model)
         self.position_embedding = nn.Embedding(config.block_size, config.d_model)
         self.dropout = nn.Dropout(config.dropout)

@@ -2,6 +2,8 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
+from torch import nn
 from torch.profiler import profile
 
 from model import QKInit, SingleHeadSelfAttention, attention
@@ -84,15 +86,21 @@ def test_future_keys_get_exactly_zero_weight_even_when_every_score_is_far_below_
     torch.testing.assert_close(weights.sum(-1), torch.ones(4))
 
 
-def make_layer(scale, causal, d_k=16, d_v=16, d_model=32):
+def make_layer(scale, causal, d_k=16, d_v=16, d_model=32, **options):
     torch.manual_seed(0)
-    return SingleHeadSelfAttention(d_model, d_k, d_v, scale=scale, causal=causal, qk_init=QKInit.unit)
+    layer = SingleHeadSelfAttention(d_model, d_k, d_v, scale=scale, causal=causal, qk_init=QKInit.unit, **options)
+    with torch.no_grad():
+        for norm in (layer.q_norm, layer.k_norm):  # gains away from 1, so that a gain left out would show
+            if isinstance(norm, nn.LayerNorm):
+                norm.weight.uniform_(0.5, 2.0)
+    return layer
 
 
+@pytest.mark.parametrize("qk_norm", [False, True])
 @pytest.mark.parametrize("d_k, d_v", [(16, 16), (24, 8), (8, 24)])
 @pytest.mark.parametrize("scale, causal", TOGGLES)
-def test_fused_path_equals_reference_path(scale, causal, d_k, d_v):
-    layer = make_layer(scale, causal, d_k, d_v)
+def test_fused_path_equals_reference_path(scale, causal, d_k, d_v, qk_norm):
+    layer = make_layer(scale, causal, d_k, d_v, qk_norm=qk_norm)
     x = torch.randn(3, 10, 32)
     record = []
     fused, reference = layer(x), layer(x, record=record)
@@ -100,14 +108,82 @@ def test_fused_path_equals_reference_path(scale, causal, d_k, d_v):
     assert record[0].weights.shape == record[0].scores.shape == (3, 10, 10)
 
 
+@pytest.mark.parametrize("qk_norm", [False, True])
 @pytest.mark.parametrize("scale, causal", TOGGLES)
-def test_training_path_takes_the_fused_flash_kernel(scale, causal):
-    layer = make_layer(scale, causal, d_k=24, d_v=8)
+def test_training_path_takes_the_fused_flash_kernel_without_padding(scale, causal, qk_norm):
+    layer = make_layer(scale, causal, d_k=16, d_v=16, qk_norm=qk_norm)
     with profile() as prof:
         layer(torch.randn(2, 12, 32)).sum().backward()
     kernels = {event.key for event in prof.key_averages()}
     assert "aten::_scaled_dot_product_flash_attention_for_cpu" in kernels
     assert "aten::_scaled_dot_product_attention_math" not in kernels
+    assert "aten::constant_pad_nd" not in kernels  # q, k, v reach the kernel as they are
+
+
+def test_one_projection_matmul_gives_each_weight_its_own_gradient():
+    layer, x = make_layer(True, True, d_k=24, d_v=8), torch.randn(2, 12, 32)
+    layer(x).sum().backward()
+    weights = [W.weight.detach().requires_grad_() for W in (layer.W_Q, layer.W_K, layer.W_V)]
+    q, k, v = (x @ W.T for W in weights)  # the lesson's three projections
+    layer.W_O(attention(q, k, v).output).sum().backward()
+    for W, separate in zip((layer.W_Q, layer.W_K, layer.W_V), weights):
+        torch.testing.assert_close(W.weight.grad, separate.grad)
+
+
+def test_qk_norm_layer_norms_q_and_k_over_their_features_with_their_own_gains():
+    layer, x = make_layer(True, True, d_k=16, d_v=8, qk_norm=True), torch.randn(2, 12, 32)
+    record = []
+    layer(x, record=record)
+    q = F.layer_norm(layer.W_Q(x), (16,), layer.q_norm.weight)
+    k = F.layer_norm(layer.W_K(x), (16,), layer.k_norm.weight)
+    torch.testing.assert_close(record[0].scores, attention(q, k, layer.W_V(x)).scores)
+
+
+@pytest.mark.parametrize("scale", [True, False])
+def test_qk_norm_bounds_the_scores_however_large_wq_and_wk_grow(scale):
+    d_k = 16
+    bound = (math.sqrt(d_k) if scale else d_k) * 2.0 * 2.0  # |LN(q)| <= sqrt(d_k); the gains are at most 2
+    for qk_norm, bounded in ((True, True), (False, False)):
+        layer = make_layer(scale, True, d_k=d_k, qk_norm=qk_norm)
+        with torch.no_grad():
+            layer.W_Q.weight.mul_(1000)
+            layer.W_K.weight.mul_(1000)
+        record = []
+        layer(torch.randn(2, 12, 32), record=record)
+        scores = record[0].scores[record[0].scores.isfinite()]
+        assert (scores.abs().max() <= bound) == bounded
+
+
+def test_softcap_squashes_the_scaled_scores_it_feeds_the_softmax():
+    q, k, v = lesson_trace()
+    capped = attention(q, k, v, softcap=1.0)
+    plain = attention(q, k, v)
+    finite = plain.scores.isfinite()
+    torch.testing.assert_close(capped.scores[finite], torch.tanh(plain.scores[finite]))
+    assert (capped.scores.isfinite() == finite).all()  # the mask comes after the cap
+    torch.testing.assert_close(capped.weights, torch.softmax(capped.scores, -1))
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_softcap_bounds_the_scores_even_for_huge_inputs(causal):
+    layer = make_layer(False, causal, softcap=5.0)
+    record = []
+    layer(1e4 * torch.randn(2, 12, 32), record=record)
+    scores = record[0].scores[record[0].scores.isfinite()]
+    assert scores.abs().max() <= 5.0 and scores.abs().max() > 4.9  # capped, not merely small
+
+
+@pytest.mark.parametrize("fused", [True, False])
+@pytest.mark.parametrize("scale, causal", TOGGLES)
+def test_softcap_layer_takes_the_reference_path_with_capped_scores(scale, causal, fused):
+    layer, x = make_layer(scale, causal, d_k=24, d_v=8, softcap=2.0, fused=fused, qk_norm=True), torch.randn(2, 12, 32)
+    record = []
+    unrecorded, recorded = layer(x), layer(x, record=record)
+    assert torch.equal(unrecorded, recorded)
+    q, k = layer.q_norm(layer.W_Q(x)), layer.k_norm(layer.W_K(x))
+    reference = attention(q, k, layer.W_V(x), scale=scale, causal=causal, softcap=2.0)
+    torch.testing.assert_close(recorded, layer.W_O(reference.output))
+    torch.testing.assert_close(record[0].scores, reference.scores)
 
 
 def projected_std(qk_init, d_model=256, d_k=256):

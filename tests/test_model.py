@@ -1,5 +1,7 @@
 from dataclasses import replace
 
+import logging
+
 import pytest
 import torch
 
@@ -42,12 +44,13 @@ def test_forcing_the_mask_on_an_unmasked_model_gives_the_causal_model():
     torch.testing.assert_close(forced, tiny_model(causal=True, n_layer=2)(idx), atol=0, rtol=0)
 
 
+@pytest.mark.parametrize("qk_norm", [False, True])
 @pytest.mark.parametrize("causal", [True, False])
-def test_fused_and_reference_paths_train_alike(causal):
+def test_fused_and_reference_paths_train_alike(causal, qk_norm):
     idx = torch.randint(20, (4, 17))
     losses, gradients = [], []
     for fused in (True, False):
-        model = tiny_model(causal=causal, fused=fused, n_layer=2).train()
+        model = tiny_model(causal=causal, fused=fused, qk_norm=qk_norm, n_layer=2).train()
         loss = model.loss(idx[:, :-1], idx[:, 1:])
         loss.backward()
         losses.append(loss)
@@ -98,3 +101,29 @@ def test_model_without_mlp_trains_one_step_with_every_qk_init(qk_init):
     before.backward()
     optimizer.step()
     assert model.loss(idx[:, :-1], idx[:, 1:]).item() < before.item()
+
+
+@pytest.mark.parametrize("options", [{"qk_norm": True}, {"softcap": 2.0}, {"qk_norm": True, "softcap": 2.0}])
+def test_model_with_qk_norm_or_softcap_trains_one_step(options):
+    model = tiny_model(**options).train()
+    idx = torch.randint(20, (4, 17))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    before = model.loss(idx[:, :-1], idx[:, 1:])
+    before.backward()
+    optimizer.step()
+    assert model.loss(idx[:, :-1], idx[:, 1:]).item() < before.item()
+
+
+def test_qk_norm_adds_only_the_two_gains_and_leaves_checkpoint_keys_alone_when_off():
+    projections = {"W_Q.weight", "W_K.weight", "W_V.weight", "W_O.weight"}
+    assert set(tiny_model().blocks[0].attn.state_dict()) == projections
+    assert set(tiny_model(qk_norm=True).blocks[0].attn.state_dict()) == projections | {"q_norm.weight", "k_norm.weight"}
+
+
+def test_softcap_on_the_fused_path_says_once_that_training_takes_the_reference_path(caplog):
+    with caplog.at_level(logging.INFO, logger="model.tinylm"):
+        tiny_model(softcap=30.0, n_layer=2)
+        tiny_model(softcap=30.0, fused=False)
+    assert [record.getMessage() for record in caplog.records] == [
+        "model.softcap=30: the fused attention kernel cannot cap scores; training takes the reference path"
+    ]
