@@ -24,7 +24,7 @@ from trainer.diagnostics import (
 )
 
 TEXT = "To be, or not to be, that is the question:\nWhether 'tis nobler in the mind to suffer\n" * 20
-STATS = ["entropy", "max_weight", "saturated_frac", "logit_std", "logit_max", "future_mass"]
+STATS = ["entropy", "max_weight", "saturated_frac", "jacobian_norm", "logit_std", "logit_max", "future_mass"]
 
 
 def uniform_causal(T: int) -> torch.Tensor:

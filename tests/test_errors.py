@@ -40,6 +40,8 @@ ROWS = [
     (["optim.weight_decay=inf"], "optim.weight_decay=inf: must be a finite number"),
     (["optim.beta2=nan"], "optim.beta2=nan: must be a finite number"),
     (["data.val_fraction=nan"], "data.val_fraction=nan: must be a finite number"),
+    (["model.softcap=-30"], "model.softcap=-30.0: must not be negative"),
+    (["model.softcap=nan"], "model.softcap=nan: must be a finite number"),
     (["model.dropout=1"], "model.dropout=1.0: must be at least 0 and below 1"),
     (["model.dropout=-0.1"], "model.dropout=-0.1: must be at least 0 and below 1"),
     (["trainer.eval_interval=5000"], "trainer.eval_interval=5000: must not exceed trainer.max_steps=3000"),

@@ -93,7 +93,14 @@ def to_typed(schema: type, values: dict) -> object:
 POSITIVE = ["model.block_size", "model.d_model", "model.d_k", "model.d_v", "model.n_layer", "optim.lr",
             "trainer.max_steps", "trainer.batch_size", "trainer.grad_accum_steps", "trainer.eval_interval", "trainer.eval_iters",
             "trainer.log_interval", "trainer.ckpt_interval"]  # fmt: skip
-NOT_NEGATIVE = ["optim.min_lr", "optim.warmup_steps", "optim.weight_decay", "optim.grad_clip", "trainer.sample_tokens"]
+NOT_NEGATIVE = [
+    "model.softcap",
+    "optim.min_lr",
+    "optim.warmup_steps",
+    "optim.weight_decay",
+    "optim.grad_clip",
+    "trainer.sample_tokens",
+]
 BELOW_ONE = ["model.dropout", "optim.beta1", "optim.beta2"]  # and not negative
 
 

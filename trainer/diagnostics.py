@@ -15,7 +15,7 @@ from torch import Tensor
 from torch.utils.tensorboard import SummaryWriter
 
 from data import get_batch
-from model import AttentionResult, TinyLM
+from model import AttentionResult, TinyLM, softmax_jacobian_norm
 
 PROBE_WINDOWS = 8  # validation windows the statistics average over: enough rows, little time
 PATTERN_TOKENS = 24  # the pattern image shows the first window's first tokens: labels readable in a thumbnail
@@ -53,6 +53,7 @@ def attention_stats(result: AttentionResult) -> dict[str, Tensor]:
         "entropy": entropy(weights),
         "max_weight": max_weight(weights),
         "saturated_frac": saturated_frac(weights),
+        "jacobian_norm": softmax_jacobian_norm(weights),  # the gradient a saturated softmax no longer passes
         "logit_std": scores.std(),
         "logit_max": scores.max(),
         "future_mass": future_mass(weights),

@@ -104,10 +104,11 @@ def build_run(config: TrainConfig, ranks: Ranks, checkpoint: Optional[dict] = No
     # DistributedDataParallel averages the ranks' gradients in backward; one process trains the model itself.
     step_model = DistributedDataParallel(model) if ranks.distributed else model
     log.info(
-        "model: %s parameters on %s%s, threads=%d; scale=%s causal=%s d_k=%d qk_init=%s",
+        "model: %s parameters on %s%s, threads=%d; scale=%s causal=%s d_k=%d qk_init=%s qk_norm=%s softcap=%g",
         f"{sum(p.numel() for p in model.parameters()):,}", device,
         f" x {ranks.world_size} processes" if ranks.distributed else "", torch.get_num_threads(),
-        config.model.scale, config.model.causal, config.model.d_k, config.model.qk_init.name,
+        config.model.scale, config.model.causal, config.model.d_k, config.model.qk_init.name, config.model.qk_norm,
+        config.model.softcap,
     )  # fmt: skip
     probe = probe_windows(data.val, config.model.block_size, settings.seed + 2, device)
     prompt = torch.tensor([data.tokenizer.encode("\n").ids], device=device)
