@@ -20,6 +20,7 @@ GRIDS = {
     "saturation": {"model.d_k": [16, 64, 256, 1024], "model.scale": [True, False]},
     "ablation": {"model.causal": [True, False], "model.scale": [True, False]},
     "init": {"model.qk_init": ["unit", "gpt2", "torch"], "model.scale": [True, False]},
+    "lr_sensitivity": {"optim.lr": [1e-3, 2.5e-3, 6.3e-3, 1.6e-2, 4e-2, 1e-1], "model.qk_norm": [False, True]},
 }
 
 # A sweep's jobs at a size that trains in a second or two.

@@ -69,7 +69,7 @@ def test_summary_holds_each_runs_final_values_and_leaves_missing_tags_empty(tmp_
 
     markdown = (tmp_path / "summary.md").read_text()
     assert "Overrides of every run: `+experiment=x`." in markdown
-    assert "| 0_model.scale=True | model.scale=True | | 2.000 | | 1.200 | | | | 0 |" in markdown.replace("  ", " ")
+    assert "| 0_model.scale=True | model.scale=True | 2.000 | | 1.200 | | | | | 0 |" in markdown.replace("  ", " ")
     assert (tmp_path / "summary.png").read_bytes().startswith(b"\x89PNG")
 
 
@@ -243,7 +243,15 @@ def test_tensorboard_serves_every_jobs_scalars_over_http(tensorboard_url, tag):
 
 
 @pytest.mark.slow
-def test_tensorboard_hparams_tab_lists_settings_and_the_summarys_metrics(tensorboard_url):
+def test_tensorboard_hparams_tab_lists_the_swept_key_first_and_the_summarys_metrics(tensorboard_url):
     experiment = get_json(tensorboard_url + "data/plugin/hparams/experiment", {"experimentName": ""})
-    assert {"model.scale", "model.d_k", "trainer.max_steps"} <= {info["name"] for info in experiment["hparamInfos"]}
-    assert set(FINAL_TAGS) <= {info["name"]["tag"] for info in experiment["metricInfos"]}
+    assert [info["name"] for info in experiment["hparamInfos"]][0] == "model.scale"  # the sweep's, not TINY's
+    assert [info["name"]["tag"] for info in experiment["metricInfos"]] == FINAL_TAGS
+
+
+@pytest.mark.slow
+def test_tensorboard_custom_scalars_chart_both_losses_of_every_run_on_one_set_of_axes(tensorboard_url):
+    layout = get_json(tensorboard_url + "data/plugin/custom_scalars/layout")
+    charts = [chart for category in layout["category"] for chart in category["chart"]]
+    leak = [chart for chart in charts if chart["title"].startswith("leak")]
+    assert len(leak) == 1 and leak[0]["multiline"]["tag"] == ["^val/loss$", "^val/loss_causal$"]

@@ -7,6 +7,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import open_dict
+from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import train
@@ -64,12 +65,19 @@ def test_run_writes_one_events_file_that_tensorboard_reads_back(run_dir):
 def test_run_logs_its_sample_and_its_hyperparameters(run_dir):
     accumulator = events(run_dir)
     sample = accumulator.Tensors("sample/text_summary")[-1]
-    assert sample.step == 60 and sample.tensor_proto.string_val[0].decode().startswith("```\n")
+    header = "**step 60 · model.scale=True model.causal=True model.d_k=128**\n\n```\n"  # then the text
+    assert sample.step == 60 and sample.tensor_proto.string_val[0].decode().startswith(header)
     hparams = accumulator.PluginTagToContent("hparams")
     assert set(hparams) == {"_hparams_/experiment", "_hparams_/session_start_info", "_hparams_/session_end_info"}
-    assert b"model.d_k" in hparams["_hparams_/session_start_info"]
-    assert b"model.vocab_size" in hparams["_hparams_/session_start_info"]
-    assert b"val/loss" in hparams["_hparams_/experiment"]
+    experiment = HParamsPluginData.FromString(hparams["_hparams_/experiment"]).experiment
+    # Outside a sweep and with nothing set: the lesson's switches, listed first, the headline metrics first.
+    assert [(info.name, info.differs) for info in experiment.hparam_infos] == [
+        ("model.scale", True), ("model.causal", True), ("model.d_k", True)
+    ]  # fmt: skip
+    assert [info.name.tag for info in experiment.metric_infos][:2] == ["val/loss", "val/loss_causal"]
+    session = HParamsPluginData.FromString(hparams["_hparams_/session_start_info"]).session_start_info
+    assert session.hparams["model.scale"].string_value == "true"  # a word, not 1.0
+    assert session.hparams["model.d_k"].number_value == 128
     assert (run_dir / "tokenizer.json").exists()
 
 

@@ -13,7 +13,9 @@ from functools import partial
 from pathlib import Path
 from typing import Optional
 
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
+from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 from torch.utils.tensorboard import SummaryWriter
 from torch.utils.tensorboard.summary import hparams
 from tqdm import tqdm
@@ -34,7 +36,10 @@ class Recorder:
         if not resumed:
             self.writer.add_custom_scalars(LAYOUT)
         self.overrides = job_overrides(run_dir)
-        self.label = " ".join(self.overrides) or "default settings"
+        # The HParams columns: the keys a sweep varies; outside a sweep, what the command line set, or the switches.
+        self.hparams = swept_keys(run_dir) or [override_key(item) for item in self.overrides] or SWITCHES
+        settings = flatten(plain_config(run.config))
+        self.label = " ".join(self.overrides) or " ".join(f"{key}={settings[key]}" for key in SWITCHES)
         run.data.tokenizer.save(str(run_dir / "tokenizer.json"))
         settings = run.config.trainer
         self.progress = tqdm(
@@ -89,7 +94,7 @@ class Recorder:
 
     def finished(self) -> None:
         """The run's settings beside its final metrics in the HParams tab, and its last sample in the log."""
-        log_hparams(self.writer, self.run.config, self.overrides, FINAL_TAGS)
+        log_hparams(self.writer, self.run.config, self.hparams, FINAL_TAGS)
         log.info("sample after %d steps:\n%s", self.run.step, self.run.sample())
 
 
@@ -129,7 +134,7 @@ def tensorboard_command(logdir: Path) -> str:
     """How to open TensorBoard on the lesson's charts: Custom Scalars puts both losses of every run on one chart,
     unsmoothed (the curves have few points), with every attention-pattern image kept."""
     return (f"tensorboard --logdir {shlex.quote(str(logdir))} --samples_per_plugin images=1000, then open "
-            "http://localhost:6006/?smoothing=0#custom_scalars")  # fmt: skip
+            "http://localhost:6006/#custom_scalars&_smoothingWeight=0")  # fmt: skip
 
 
 def recorder(run: Run, run_dir: Path, resumed: bool) -> Recorder | NullRecorder:
@@ -138,15 +143,32 @@ def recorder(run: Run, run_dir: Path, resumed: bool) -> Recorder | NullRecorder:
 
 # Not job names: paths, and what every job of a sweep shares (the sweep directory names the preset).
 UNNAMED = ("+experiment", "experiment", "data.path", "data.cache_dir", "data.name", "trainer.resume", "hydra")
-# The lesson's switches come next in the HParams table: TensorBoard shows the first few columns.
-SWITCHES = ["model.scale", "model.causal", "model.d_k", "model.qk_init", "optim.lr"]
+# What the HParams tab shows of a run that is not part of a sweep and sets nothing: the lesson's switches.
+SWITCHES = ["model.scale", "model.causal", "model.d_k"]
+OVERRIDES = OverridesParser.create()
 
 
 def job_overrides(run_dir: Path) -> list[str]:
     """What the command line set for this run (Hydra's overrides.yaml), paths and presets left out."""
     path = run_dir / ".hydra" / "overrides.yaml"
     overrides = [str(item) for item in OmegaConf.load(path)] if path.exists() else []
-    return [item for item in overrides if not item.lstrip("+~").split("=")[0].startswith(UNNAMED)]
+    return [item for item in overrides if not override_key(item).startswith(UNNAMED)]
+
+
+def override_key(override: str) -> str:
+    return override.lstrip("+~").split("=")[0]
+
+
+def swept_keys(run_dir: Path) -> list[str]:
+    """The keys the sweep this run is a job of varies, from the sweep's multirun.yaml: a preset's sweeper params and
+    the command line's sweeps (a=1,2); [] for a run outside a sweep."""
+    path = run_dir.parent / "multirun.yaml"
+    if not path.exists():
+        return []
+    hydra = OmegaConf.load(path).hydra
+    swept = [override.key_or_group for override in OVERRIDES.parse_overrides(list(hydra.overrides.task))
+             if override.is_sweep_override()]  # fmt: skip
+    return list(dict.fromkeys([*swept, *(hydra.sweeper.get("params") or {})]))
 
 
 def sample_markdown(text: str, header: str) -> str:
@@ -158,17 +180,23 @@ def sample_markdown(text: str, header: str) -> str:
     return f"**{header}**{note}\n\n```\n{lines}\n```"
 
 
-def log_hparams(writer: SummaryWriter, config: TrainConfig, overrides: list[str], metric_tags: list[str]) -> None:
-    """The run's settings in the HParams tab, next to the last values of `metric_tags`: first the keys its command
-    line set (a sweep's swept keys), then the lesson's switches, then the rest. Booleans as words, not 1.0 and 0.0.
+def log_hparams(writer: SummaryWriter, config: TrainConfig, keys: list[str], metric_tags: list[str]) -> None:
+    """The settings `keys` in the HParams tab, marked as the ones that differ, next to the last values of
+    `metric_tags`. TensorBoard shows five settings' columns before the metrics': the keys a sweep varies (and only
+    they) leave the metrics in view. Booleans as words, not 1.0 and 0.0. Every setting is in .hydra/config.yaml.
 
     Written through the writer's own file writer: `add_hparams` would open a second run directory.
     """
     settings = flatten(plain_config(config))
-    first = [item.lstrip("+~").split("=")[0] for item in overrides] + SWITCHES
-    ordered = {key: settings[key] for key in dict.fromkeys(first) if key in settings} | settings
-    shown = {key: str(value).lower() if isinstance(value, bool) else value for key, value in ordered.items()}
-    for summary in hparams(shown, {tag: 0.0 for tag in metric_tags}):  # values unused: the scalars are read
+    shown = {key: str(settings[key]).lower() if isinstance(settings[key], bool) else settings[key]
+             for key in keys if key in settings}  # fmt: skip
+    experiment, session_start, session_end = hparams(shown, {tag: 0.0 for tag in metric_tags})  # values unused
+    plugin_data = experiment.value[0].metadata.plugin_data
+    content = HParamsPluginData.FromString(plugin_data.content)
+    for info in content.experiment.hparam_infos:
+        info.differs = True  # TensorBoard lists these first and ticks the first five
+    plugin_data.content = content.SerializeToString()
+    for summary in (experiment, session_start, session_end):
         writer.file_writer.add_summary(summary)
 
 
