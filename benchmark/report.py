@@ -68,26 +68,38 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join("| " + " | ".join(cells) + " |" for cells in [header, ["---"] * len(header), *rows])
 
 
+def spread(figures: dict[str, Any], name: str, shown: Callable[[float], str], scale: float = 1.0) -> str:
+    """A figure's median, then the smallest and largest of its repeats: "1,234 (1,200-1,260)"."""
+    low, high = figures[f"{name}_range"]
+    return f"{shown(figures[name] * scale)} ({shown(low * scale)}-{shown(high * scale)})"
+
+
 def measures_table(results: dict[str, Any]) -> list[list[str]]:
     rows = []
+    thousands, percent, tenths = "{:,.0f}".format, "{:.0%}".format, "{:.1f}".format
     if throughput := results.get("throughput"):
         matmul = throughput["matmul_size"]
         rows += [
-            [f"training, full step (batch {throughput['batch_size']} x block {throughput['block_size']})",
-             f"{throughput['full_step_tokens_per_s']:,.0f} tokens/s"],
-            ["training, compute only (one preloaded batch)", f"{throughput['compute_tokens_per_s']:,.0f} tokens/s"],
-            ["full step / compute only", f"{throughput['full_over_compute']:.0%}"],
-            ["model FLOPs per token, training step", f"{throughput['flops_per_token'] / 1e6:.2f} M"],
-            ["achieved by the full step", f"{throughput['achieved_flops_per_s'] / 1e9:.1f} GFLOP/s"],
-            [f"matmul {matmul}x{matmul}", f"{throughput['matmul_flops_per_s'] / 1e9:.1f} GFLOP/s"],
-            ["model-FLOPs utilisation", f"{throughput['mfu']:.0%}"],
+            [f"training, full step (batch {throughput['batch_size']} x block {throughput['block_size']}), tokens/s",
+             spread(throughput, "full_step_tokens_per_s", thousands)],
+            ["training, compute only (one preloaded batch), tokens/s",
+             spread(throughput, "compute_tokens_per_s", thousands)],
+            ["full step / compute only", spread(throughput, "full_over_compute", percent)],
+            ["model FLOPs per token, training step (M)", f"{throughput['flops_per_token'] / 1e6:.2f}"],
+            ["achieved by the full step, GFLOP/s", spread(throughput, "achieved_flops_per_s", tenths, 1e-9)],
+            [f"matmul {matmul}x{matmul}, GFLOP/s", spread(throughput, "matmul_flops_per_s", tenths, 1e-9)],
+            ["model-FLOPs utilisation", spread(throughput, "mfu", percent)],
         ]  # fmt: skip
     if startup := results.get("startup"):
-        rows += [["train.py to its first step, cold (tokenizes the corpus)", f"{startup['cold_s']:.2f} s"],
-                 ["train.py to its first step, warm (token cache)", f"{startup['warm_s']:.2f} s"]]  # fmt: skip
+        seconds = "{:.2f}".format
+        rows += [["train.py to its first step, cold (tokenizes the corpus), s", spread(startup, "cold_s", seconds)],
+                 ["train.py to its first step, warm (token cache), s", spread(startup, "warm_s", seconds)]]  # fmt: skip
     if tokenization := results.get("tokenization"):
-        rows += [[f"tokenization, {name} ({tokenization['corpus_mb']:.2f} MB corpus)", f"{speed:.1f} MB/s"]
-                 for name, speed in tokenization["mb_per_s"].items()]  # fmt: skip
+        speeds = tokenization["mb_per_s"] | {
+            f"{name}_range": span for name, span in tokenization["mb_per_s_range"].items()
+        }
+        rows += [[f"tokenization, {name} ({tokenization['corpus_mb']:.2f} MB corpus), MB/s", spread(speeds, name, tenths)]
+                 for name in tokenization["mb_per_s"]]  # fmt: skip
     return rows
 
 
@@ -100,8 +112,8 @@ def attention_table(results: dict[str, Any], part: str) -> str:
     speedup = results["attention_summary"]["speedup"][part]
     header = ["block_size", "batch", "fused ms", "explicit ms", "speedup", "fused peak MB", "explicit peak MB"]
     return markdown_table(header, [
-        [str(block), str(row[block, True]["batch_size"]), f"{row[block, True][f'{part}_ms']:.1f}",
-         f"{row[block, False][f'{part}_ms']:.1f}", f"{speedup[block]:.2f}x",
+        [str(block), str(row[block, True]["batch_size"]), spread(row[block, True], f"{part}_ms", "{:.1f}".format),
+         spread(row[block, False], f"{part}_ms", "{:.1f}".format), f"{speedup[block]:.2f}x",
          megabytes(row[block, True][f"{part}_peak_mb"]), megabytes(row[block, False][f"{part}_peak_mb"])]
         for block in sorted(speedup)
     ])  # fmt: skip
@@ -115,7 +127,7 @@ def report(results: dict[str, Any]) -> str:
              f"load average {about['load_average_at_start']:.1f} at the start, {about['load_average_at_end']:.1f} "
              "at the end"]  # fmt: skip
     if rows := measures_table(results):
-        parts.append(markdown_table(["measure", "median"], rows))
+        parts.append(markdown_table(["measure", "median (smallest-largest of the repeats)"], rows))
     if "attention" in results:
         exponent = results["attention_summary"].get("memory_exponent", {})
         for part, title in PARTS.items():

@@ -1,7 +1,6 @@
 """train.py from process start to its first training step, and the tokenizers' speed."""
 
 import logging
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -14,7 +13,7 @@ from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from benchmark.settings import BenchSettings
-from benchmark.timing import measure
+from benchmark.timing import measure, with_spread
 from data import DataConfig, TokenizerConfig, encode, load_text, train_tokenizer
 
 log = logging.getLogger("tinylm.bench")
@@ -47,7 +46,7 @@ def bench_startup(overrides: list[str], settings: BenchSettings) -> dict[str, fl
             log.info("startup: repeat %d of %d", repeat + 1, settings.startup_repeats)
             cold.append(startup_seconds(overrides, cache_dir, runs / "cold"))
             warm.append(startup_seconds(overrides, cache_dir, runs / "warm"))
-    return {"cold_s": statistics.median(cold), "warm_s": statistics.median(warm)}
+    return with_spread({"cold_s": cold, "warm_s": warm})
 
 
 def bench_tokenization(data_config: DataConfig, settings: BenchSettings) -> dict[str, float]:
@@ -62,5 +61,7 @@ def bench_tokenization(data_config: DataConfig, settings: BenchSettings) -> dict
         config = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(TokenizerConfig), OmegaConf.load(option)))
         tokenizer = train_tokenizer(config, train_text)
         seconds = measure({"encode": partial(encode, tokenizer, text)}, settings, torch.device("cpu"), warmup=0)
-        speeds[option.stem] = megabytes / seconds["encode"]
-    return {"corpus_mb": megabytes, "mb_per_s": speeds}
+        speeds[option.stem] = [megabytes / s for s in seconds["encode"]]
+    spread = with_spread(speeds)
+    return {"corpus_mb": megabytes, "mb_per_s": {name: spread[name] for name in speeds},
+            "mb_per_s_range": {name: spread[f"{name}_range"] for name in speeds}}  # fmt: skip

@@ -22,9 +22,10 @@ def synchronize(device: torch.device) -> None:
 
 def measure(
     calls: dict[Any, Callable[[], Any]], settings: BenchSettings, device: torch.device, warmup: int
-) -> dict[Any, float]:
-    """Median seconds per call of each callable. Their repeats take turns, so that a slow spell on a shared machine
-    falls on all of them alike; each repeat makes enough calls to last about settings.repeat_seconds."""
+) -> dict[Any, list[float]]:
+    """Seconds per call of each callable, one figure per repeat. Their repeats take turns, so that a slow spell on a
+    shared machine falls on all of them alike (a ratio of two is taken repeat by repeat); each repeat makes enough
+    calls to last about settings.repeat_seconds."""
     calls_per_repeat = {}
     for name, call in calls.items():
         for _ in range(warmup):
@@ -42,7 +43,13 @@ def measure(
                 call()
             synchronize(device)
             seconds[name].append((time.perf_counter() - started) / calls_per_repeat[name])
-    return {name: statistics.median(values) for name, values in seconds.items()}
+    return seconds
+
+
+def with_spread(figures: dict[str, list[float]]) -> dict[str, Any]:
+    """Each figure's median over the repeats as NAME, and its smallest and largest as NAME_range."""
+    return {key: value for name, values in figures.items()
+            for key, value in ((name, statistics.median(values)), (f"{name}_range", [min(values), max(values)]))}  # fmt: skip
 
 
 PROC_SELF = Path("/proc/self")  # Linux

@@ -19,6 +19,7 @@ from benchmark.timing import (
     memory_high_water,
     reset_memory_high_water,
     synchronize,
+    with_spread,
 )
 from data import get_batch
 from model import TinyLM
@@ -75,21 +76,20 @@ def bench_throughput(
     matmul = square_matmul(settings.matmul_size, trainer.precision, device)
     seconds = measure({"full": full_step, "compute": compute_step, "matmul": matmul}, settings, device,
                       settings.warmup_steps)  # fmt: skip
-    full, compute = (batch_size * block_size / seconds[name] for name in ("full", "compute"))
+    full, compute = ([batch_size * block_size / s for s in seconds[name]] for name in ("full", "compute"))
     flops_per_token = training_flops_per_token(model)
-    matmul_flops = 2 * settings.matmul_size**3 / seconds["matmul"]
-    return {
-        "batch_size": batch_size,
-        "block_size": block_size,
+    matmul_flops = [2 * settings.matmul_size**3 / s for s in seconds["matmul"]]
+    achieved = [tokens * flops_per_token for tokens in full]
+    figures = {
         "full_step_tokens_per_s": full,
         "compute_tokens_per_s": compute,
-        "full_over_compute": full / compute,
-        "flops_per_token": flops_per_token,
-        "achieved_flops_per_s": full * flops_per_token,
-        "matmul_size": settings.matmul_size,
+        "full_over_compute": [f / c for f, c in zip(full, compute)],  # repeat by repeat: they took turns
+        "achieved_flops_per_s": achieved,
         "matmul_flops_per_s": matmul_flops,
-        "mfu": full * flops_per_token / matmul_flops,
+        "mfu": [a / m for a, m in zip(achieved, matmul_flops)],
     }
+    sizes = {"batch_size": batch_size, "block_size": block_size, "matmul_size": settings.matmul_size}
+    return sizes | {"flops_per_token": flops_per_token} | with_spread(figures)
 
 
 def preloaded_step(
@@ -170,7 +170,8 @@ def bench_attention(config: TrainConfig, settings: BenchSettings, device: torch.
                 peak_mb = fresh_process.submit(measure_memory, path, settings).result()
             row = {"block_size": block_size, "fused": fused, "batch_size": settings.attention_batch_size}
             for part in PARTS:
-                row |= {f"{part}_ms": seconds[part, fused] * 1e3, f"{part}_peak_mb": peak_mb[part]}
+                row |= with_spread({f"{part}_ms": [s * 1e3 for s in seconds[part, fused]]})
+                row[f"{part}_peak_mb"] = peak_mb[part]
             rows.append(row)
     return rows
 

@@ -3,8 +3,10 @@ import subprocess
 import sys
 
 import pytest
+import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
+from torch.utils.flop_counter import FlopCounterMode
 
 import bench
 from benchmark.report import check_targets
@@ -101,7 +103,7 @@ def test_bench_writes_every_section_to_json_and_prints_it_as_tables(bench_run):
     assert set(results["attention_summary"]["speedup"]) == {"step", "layer"}
     assert set(results["tokenization"]["mb_per_s"]) == {"bpe", "char"}
     assert 0 < results["startup"]["warm_s"] < 60 and 0 < results["startup"]["cold_s"] < 60
-    assert "| training, full step (batch 32 x block 64) |" in printed
+    assert "| training, full step (batch 32 x block 64), tokens/s |" in printed
     assert "| 1024 | 4 |" in printed and "| target (2-core CPU) | measured | holds |" in printed
 
 
@@ -112,3 +114,12 @@ def test_explicit_path_holds_the_block_by_block_matrices_that_the_fused_kernel_n
     one_matrix_mb = 4 * 1024 * 1024 * 4 / 2**20  # batch x T x T float32 scores
     assert explicit["step_peak_mb"] - fused["step_peak_mb"] > one_matrix_mb
     assert fused["layer_peak_mb"] < one_matrix_mb < explicit["layer_peak_mb"] - fused["layer_peak_mb"]
+
+
+def test_flops_per_token_is_what_torch_counts_on_the_reference_path():
+    model = TinyLM(ModelConfig(vocab_size=77, fused=False))  # the default size on the embedded corpus
+    batch = torch.randint(77, (2, model.config.block_size + 1))
+    with FlopCounterMode(display=False) as counter:
+        model(batch[:, :-1], batch[:, 1:]).backward()  # forward and backward, as a training step
+    tokens = batch[:, :-1].numel()
+    assert counter.get_total_flops() / tokens == training_flops_per_token(model) == 1_337_088
