@@ -64,11 +64,14 @@ def run_dir(resume: Optional[str], fresh: str) -> str:
     return fresh
 
 
-def hydra_subdir(resume: Optional[str]) -> Optional[str]:
-    """Where Hydra writes the composed config: nowhere for ranks other than 0; for a resume, beside the first's."""
+def hydra_subdir(resume: Optional[str], run_dir: str) -> Optional[str]:
+    """Where Hydra writes the composed config: nowhere for ranks other than 0; for a resume, or any start in a
+    directory that has a run already (trainer.resume=auto, a process the run lock will refuse), beside the first's,
+    which stays as it was."""
     if os.environ.get("RANK", "0") != "0":
         return None
-    return f".hydra/resume-{datetime.now():%Y-%m-%d_%H-%M-%S-%f}" if resume and resume != AUTO else ".hydra"
+    again = (resume and resume != AUTO) or (Path(run_dir) / ".hydra").exists()
+    return f".hydra/resume-{datetime.now():%Y-%m-%d_%H-%M-%S-%f}" if again else ".hydra"
 
 
 def register_resolvers() -> None:
