@@ -127,8 +127,8 @@ def pattern_figure(weights: Tensor, labels: list[str], title: str) -> Figure:
     axes.plot([-0.5, size - 0.5], [-0.5, size - 0.5], color="tab:red", linewidth=1, linestyle="--")
     positions = range(size)
     upright = max(map(len, labels)) == 1  # characters read best upright, longer tokens need turning to fit
-    axes.set_xticks(positions, labels, fontsize=11, family="monospace", rotation=0 if upright else 90)
-    axes.set_yticks(positions, labels, fontsize=11, family="monospace")
+    axes.set_xticks(positions, labels, fontsize=14, family="monospace", rotation=0 if upright else 90)
+    axes.set_yticks(positions, labels, fontsize=14, family="monospace")
     axes.tick_params(top=True, labeltop=True, bottom=False, labelbottom=False, length=0)
     axes.set_xlabel("key j (the token read); hatched: j > i, the future")
     axes.xaxis.set_label_position("top")
