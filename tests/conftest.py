@@ -9,6 +9,10 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 if "HF_DATASETS_CACHE" not in os.environ:
     os.environ["HF_DATASETS_CACHE"] = tempfile.mkdtemp(prefix="tinylm-hf-")
     atexit.register(shutil.rmtree, os.environ["HF_DATASETS_CACHE"], ignore_errors=True)
+# The suite runs in two pytest-xdist workers (pyproject's addopts): each, and the train.py processes it starts,
+# computes on one thread, so that the two share the cores instead of fighting over them.
+if "PYTEST_XDIST_WORKER" in os.environ:
+    os.environ["OMP_NUM_THREADS"] = "1"
 
 from pathlib import Path  # noqa: E402
 

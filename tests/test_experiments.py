@@ -84,10 +84,12 @@ def test_saturation_presets_fix_what_they_do_not_sweep(preset, d_k, qk_init):
 
 
 @pytest.mark.slow
-def test_a_preset_runs_its_whole_sweep_without_dash_m(tmp_path, cache_dir):
+def test_a_preset_runs_its_whole_sweep_without_dash_m_and_in_parallel_with_joblib_sharing_the_cores(
+    tmp_path, cache_dir
+):
     result = subprocess.run(
-        [sys.executable, "train.py", "+experiment=leak", *TINY, f"data.cache_dir={cache_dir}",
-         f"hydra.sweep.dir={tmp_path}"],
+        [sys.executable, "train.py", "+experiment=leak", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
+         *TINY, f"data.cache_dir={cache_dir}", f"hydra.sweep.dir={tmp_path}"],
         cwd=ROOT, capture_output=True, text=True, timeout=180,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
@@ -96,16 +98,6 @@ def test_a_preset_runs_its_whole_sweep_without_dash_m(tmp_path, cache_dir):
     assert [job.name.split("_")[0] for job in jobs] == ["0", "1"]
     assert ["model.causal=True" in job.name.split(",") for job in jobs] == [True, False]
     assert all((job / "last.pt").exists() and list(job.glob("events.out.tfevents.*")) for job in jobs)
-
-
-@pytest.mark.slow
-def test_a_preset_sweeps_in_parallel_with_joblib_sharing_the_cores(tmp_path, cache_dir):
-    result = subprocess.run(
-        [sys.executable, "train.py", "-m", "+experiment=leak", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
-         *TINY, f"data.cache_dir={cache_dir}", f"hydra.sweep.dir={tmp_path}"],
-        cwd=ROOT, capture_output=True, text=True, timeout=180,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
     with (tmp_path / "summary.csv").open() as file:
         rows = list(csv.DictReader(file))
     assert ["model.causal=True" in row["overrides"].split() for row in rows] == [True, False]

@@ -56,32 +56,43 @@ def assert_same_run(run_dir: Path, reference: Path) -> None:
         assert curve(events(run_dir), tag) == curve(events(reference), tag), tag
 
 
-def test_run_killed_and_resumed_ends_bit_identical_to_an_uninterrupted_one(tmp_path, cache_dir, uninterrupted):
-    run = start_run(tmp_path, cache_dir)
+def test_run_killed_and_started_again_with_resume_auto_ends_bit_identical_to_an_uninterrupted_one(
+    tmp_path, cache_dir, uninterrupted
+):
+    run = start_run(tmp_path, cache_dir, "trainer.resume=auto")  # no last.pt yet: auto starts fresh
     wait_for(run, "step 30:")  # last.pt is at step 20; steps 21-30 are logged, and must not appear twice
-    run.send_signal(signal.SIGKILL)
+    run.send_signal(signal.SIGKILL)  # as a preempted cluster job: no chance to save
     run.wait()
     assert torch.load(tmp_path / "last.pt", weights_only=True)["step"] in (20, 40)
-    resumed = resume(tmp_path)
-    assert resumed.returncode == 0, resumed.stderr
+    requeued = start_run(tmp_path, cache_dir, "trainer.resume=auto")  # the same command again, as a requeue
+    assert requeued.wait(timeout=180) == 0, requeued.stderr.read()
     assert_same_run(tmp_path, uninterrupted)
     assert (tmp_path / ".hydra" / "overrides.yaml").read_text().count("trainer.ckpt_interval=20") == 1  # kept
     assert "resumed from step" in (tmp_path / "train.log").read_text()
 
 
-@pytest.mark.parametrize("received", [signal.SIGINT, signal.SIGTERM])
-def test_signal_saves_a_checkpoint_and_prints_the_command_that_resumes(tmp_path, cache_dir, uninterrupted, received):
-    run = start_run(tmp_path, cache_dir)
+@pytest.mark.parametrize(
+    "received, job", [(signal.SIGINT, "1_model.causal=True,x y"), (signal.SIGTERM, "run")],
+    ids=["SIGINT, a sweep job's directory with Hydra's syntax and a space", "SIGTERM"],
+)  # fmt: skip
+def test_signal_saves_a_checkpoint_and_prints_a_resume_command_that_works_when_pasted(
+    tmp_path, cache_dir, uninterrupted, received, job
+):
+    run_dir = tmp_path / job
+    run = start_run(run_dir, cache_dir)
     wait_for(run, "step 30:")
     run.send_signal(received)
     assert run.wait(timeout=60) == 128 + received
     stderr = run.stderr.read()
     assert f"stopped by {received.name} after step" in stderr
-    assert f"Resume with: python train.py trainer.resume={tmp_path}" in stderr
-    assert 30 <= torch.load(tmp_path / "last.pt", weights_only=True)["step"] < 60
-    resumed = resume(tmp_path)
-    assert resumed.returncode == 0, resumed.stderr
-    assert_same_run(tmp_path, uninterrupted)
+    if job == "run":  # a plain path stays as it is; another is quoted for the shell and for Hydra
+        assert f"Resume with: python train.py trainer.resume={run_dir}" in stderr
+    assert 30 <= torch.load(run_dir / "last.pt", weights_only=True)["step"] < 60
+    command = stderr.split("Resume with: ")[1].strip()
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}  # `python`: this one
+    resumed = subprocess.run(["bash", "-c", command], cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+    assert resumed.returncode == 0, (command, resumed.stderr)
+    assert_same_run(run_dir, uninterrupted)
 
 
 def test_resume_may_raise_max_steps(tmp_path, cache_dir, uninterrupted):
@@ -119,44 +130,23 @@ def test_a_second_process_aiming_at_a_run_directory_in_use_is_refused_and_the_ru
     wait_for(run, "step 30:")  # last.pt exists; the run holds its directory's lock
     run.send_signal(signal.SIGSTOP)  # it keeps the lock while the others try
     try:
-        intruders = [resume(tmp_path), resume(tmp_path)]  # two resumes of a run that is still going
-        fresh = subprocess.run([sys.executable, "train.py", *SHORT, f"data.cache_dir={cache_dir}",
-                                f"hydra.run.dir={tmp_path}"], cwd=ROOT, capture_output=True, text=True, timeout=120)  # fmt: skip
+        # Two resumes of a run that is still going, and a fresh run aimed at its directory, all at once.
+        commands = [["train.py", f"trainer.resume={tmp_path}"]] * 2
+        commands.append(["train.py", *SHORT, f"data.cache_dir={cache_dir}", f"hydra.run.dir={tmp_path}"])
+        started = [subprocess.Popen([sys.executable, *command], cwd=ROOT, stderr=subprocess.PIPE, text=True)
+                   for command in commands]  # fmt: skip
+        refusals = [(process.wait(timeout=120), process.stderr.read()) for process in started]
     finally:
         run.send_signal(signal.SIGCONT)
-    for refused in [*intruders, fresh]:
-        assert refused.returncode == 1
-        assert refused.stderr.strip() == (
+    for returncode, stderr in refusals:
+        assert returncode == 1
+        assert stderr.strip() == (
             f"error: {tmp_path}: this run directory is in use by process {run.pid} on {os.uname().nodename}; wait "
             "for it to end (or stop it) before resuming or starting a run there"
         )
     assert run.wait(timeout=120) == 0, run.stderr.read()
     assert_same_run(tmp_path, uninterrupted)  # no step of the others, no purged curve
     assert (tmp_path / "train.log").read_text().count("step 60: train loss") == 1
-
-
-def test_the_printed_resume_command_works_when_pasted_for_a_sweep_jobs_directory(tmp_path, cache_dir, uninterrupted):
-    job_dir = tmp_path / "1_model.causal=True,x y"  # Hydra's syntax and a space in the name
-    run = start_run(job_dir, cache_dir)
-    wait_for(run, "step 30:")
-    run.send_signal(signal.SIGINT)
-    assert run.wait(timeout=60) == 128 + signal.SIGINT
-    command = run.stderr.read().split("Resume with: ")[1].strip()
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}  # `python`: this one
-    resumed = subprocess.run(["bash", "-c", command], cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
-    assert resumed.returncode == 0, (command, resumed.stderr)
-    assert_same_run(job_dir, uninterrupted)
-
-
-def test_resume_auto_starts_fresh_then_continues_a_killed_run(tmp_path, cache_dir, uninterrupted):
-    run = start_run(tmp_path, cache_dir, "trainer.resume=auto")
-    wait_for(run, "step 30:")
-    run.send_signal(signal.SIGKILL)  # a preempted cluster job: no chance to save
-    run.wait()
-    requeued = start_run(tmp_path, cache_dir, "trainer.resume=auto")  # the same command again
-    assert requeued.wait(timeout=180) == 0, requeued.stderr.read()
-    assert_same_run(tmp_path, uninterrupted)
-    assert "resumed from step" in (tmp_path / "train.log").read_text()
 
 
 def test_a_run_with_gradient_accumulation_stopped_mid_run_resumes_bit_identical(tmp_path, cache_dir, monkeypatch):
