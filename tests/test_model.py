@@ -92,19 +92,13 @@ def test_model_draws_wq_and_wk_as_qk_init_says_and_the_rest_gpt2_style(qk_init, 
         assert block.attn.W_V.weight.std().item() == pytest.approx(0.02, rel=0.03)
 
 
-@pytest.mark.parametrize("qk_init", list(QKInit))
-def test_model_without_mlp_trains_one_step_with_every_qk_init(qk_init):
-    model = tiny_model(mlp=False, qk_init=qk_init).train()
-    idx = torch.randint(20, (4, 17))
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    before = model.loss(idx[:, :-1], idx[:, 1:])
-    before.backward()
-    optimizer.step()
-    assert model.loss(idx[:, :-1], idx[:, 1:]).item() < before.item()
-
-
-@pytest.mark.parametrize("options", [{"qk_norm": True}, {"softcap": 2.0}, {"qk_norm": True, "softcap": 2.0}])
-def test_model_with_qk_norm_or_softcap_trains_one_step(options):
+@pytest.mark.parametrize(
+    "options",
+    [{"mlp": False, "qk_init": qk_init} for qk_init in QKInit]
+    + [{"qk_norm": True}, {"softcap": 2.0}, {"qk_norm": True, "softcap": 2.0}],
+    ids=lambda options: " ".join(f"{key}={value}" for key, value in options.items()),
+)
+def test_model_trains_one_step_without_mlp_with_every_qk_init_and_with_qk_norm_or_softcap(options):
     model = tiny_model(**options).train()
     idx = torch.randint(20, (4, 17))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
