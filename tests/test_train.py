@@ -144,3 +144,9 @@ def test_main_returns_the_loss_with_the_mask_on_so_a_sweeper_never_prefers_a_lea
     objective = train.main(cfg)  # a DictConfig argument: @hydra.main calls the function as it is
     val, val_causal = (curve(events(tmp_path), tag)[-1][1] for tag in ("val/loss", "val/loss_causal"))
     assert objective == pytest.approx(val_causal) and val_causal > val  # the leak already shows
+
+
+def test_every_evaluation_leaves_its_attention_pattern_though_it_is_drawn_while_training_goes_on(run_dir):
+    accumulator = EventAccumulator(str(run_dir), size_guidance={"images": 0})
+    accumulator.Reload()
+    assert [image.step for image in accumulator.Images("attn/pattern")] == [0, 30, 60]

@@ -5,16 +5,20 @@ layer 0 plainly and add the index for the others: attn/entropy, attn/entropy/1, 
 """
 
 import textwrap
+from collections.abc import Callable
+from functools import partial
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
-from matplotlib.figure import Figure
-from matplotlib.patches import Polygon
 from tokenizers import Tokenizer
 from torch import Tensor
 from torch.utils.tensorboard import SummaryWriter
 
 from data import get_batch
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 from model import AttentionResult, TinyLM, softmax_jacobian_norm
 
 PROBE_WINDOWS = 8  # validation windows the statistics average over: enough rows, little time
@@ -77,11 +81,13 @@ def probe_windows(val_tokens: np.ndarray, block_size: int, seed: int, device: to
 
 @torch.no_grad()
 def log_attention(
-    writer: SummaryWriter, model: TinyLM, windows: Tensor, tokenizer: Tokenizer, step: int, label: str = ""
-) -> None:
+    writer: SummaryWriter, model: TinyLM, windows: Tensor, tokenizer: Tokenizer, step: int, label: str = "",
+    draw: Callable[[Callable[[], None]], object] = lambda job: job(),
+) -> None:  # fmt: skip
     """Each layer's statistics (attn/...), a histogram of its scores (attn/logits) and, as an image titled with
     `label` and the step, its weights on the first window's first PATTERN_TOKENS tokens (attn/pattern), all through
-    the reference path."""
+    the reference path. `draw` runs the drawing of each image: here and now by default; the recorder hands it to a
+    thread, so that matplotlib works while the next steps train."""
     was_training = model.training
     model.eval()
     results, pattern_results = [], []
@@ -96,7 +102,12 @@ def log_attention(
         write_scalars(writer, {layer_tag(f"attn/{name}", layer): value for name, value in stats.items()}, step)
         writer.add_histogram(layer_tag("attn/logits", layer), fed_scores(result.scores).float().cpu(), step)
         title = f"layer {layer}, step {step}" + (f": {label}" if label else "")
-        writer.add_figure(layer_tag("attn/pattern", layer), pattern_figure(pattern.weights[0], labels, title), step)
+        weights = pattern.weights[0].detach().float().cpu()
+        draw(partial(add_pattern, writer, layer_tag("attn/pattern", layer), weights, labels, title, step))
+
+
+def add_pattern(writer: SummaryWriter, tag: str, weights: Tensor, labels: list[str], title: str, step: int) -> None:
+    writer.add_figure(tag, pattern_figure(weights, labels, title), step)
 
 
 def log_grad_norms(writer: SummaryWriter, model: TinyLM, step: int) -> None:
@@ -113,10 +124,13 @@ def token_labels(tokenizer: Tokenizer, ids: list[int]) -> list[str]:
     return [tokenizer.decode([i]).translate(VISIBLE_WHITESPACE) or tokenizer.id_to_token(i) for i in ids]
 
 
-def pattern_figure(weights: Tensor, labels: list[str], title: str) -> Figure:
+def pattern_figure(weights: Tensor, labels: list[str], title: str) -> "Figure":
     """The (T, T) weights as a heat map, queries down and keys across, each labelled with its token. The diagonal
     (a token reading itself) is drawn and the future (j > i, what the causal mask hides) hatched, so weight on the
     future stands out: a leaky model's sharp line just right of the diagonal sits on the hatching."""
+    from matplotlib.figure import Figure  # imported on first use: 0.3 s that a run's start need not wait for
+    from matplotlib.patches import Polygon
+
     figure = Figure(figsize=(6, 6.4))  # no pyplot: no global figure to close
     figure.subplots_adjust(left=0.1, right=0.9, top=0.84, bottom=0.02)  # a layout engine would double the time
     axes = figure.add_subplot()

@@ -8,6 +8,7 @@ import logging
 import shlex
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
@@ -46,6 +47,7 @@ class Recorder:
             initial=run.step, total=settings.max_steps, desc="train", unit="step", disable=None, dynamic_ncols=True
         )  # disable=None: no bar when not a terminal
         self.tokens_per_step = settings.batch_size * run.config.model.block_size * run.ranks.world_size
+        self.drawing, self.drawn = ThreadPoolExecutor(max_workers=1), []  # figures drawn while training goes on
         self.clock_started = time.perf_counter()
 
     def __enter__(self) -> "Recorder":
@@ -53,6 +55,7 @@ class Recorder:
 
     def __exit__(self, *exc_info) -> None:
         self.progress.close()
+        self.drawing.shutdown(wait=True)
         self.writer.close()
 
     def stepped(self) -> None:
@@ -86,10 +89,15 @@ class Recorder:
         self.writer.add_scalar("train/loss_eval", losses["train"], step)
         self.writer.add_scalar("val/loss", losses["val"], step)
         self.writer.add_scalar("val/loss_causal", losses["val_causal"], step)  # what a leaky model really knows
-        log_attention(self.writer, self.run.model, self.run.probe, self.run.data.tokenizer, step, self.label)
+        log_attention(self.writer, self.run.model, self.run.probe, self.run.data.tokenizer, step, self.label,
+                      lambda job: self.drawn.append(self.drawing.submit(job)))  # fmt: skip
         self.writer.add_text("sample", sample_markdown(self.run.sample(), f"step {step} · {self.label}"), step)
 
     def flush(self) -> None:
+        """Everything recorded so far on disk, the figures being drawn included."""
+        for figure in self.drawn:
+            figure.result()  # raises what the drawing raised
+        self.drawn.clear()
         self.writer.flush()
 
     def finished(self) -> None:
