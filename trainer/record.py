@@ -12,7 +12,6 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
-from typing import Optional
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
@@ -39,8 +38,8 @@ class Recorder:
         self.overrides = job_overrides(run_dir)
         # The HParams columns: the keys a sweep varies; outside a sweep, what the command line set, or the switches.
         self.hparams = swept_keys(run_dir) or [override_key(item) for item in self.overrides] or SWITCHES
-        settings = flatten(plain_config(run.config))
-        self.label = " ".join(self.overrides) or " ".join(f"{key}={settings[key]}" for key in SWITCHES)
+        values = flatten(plain_config(run.config))
+        self.label = " ".join(self.overrides) or " ".join(f"{key}={values[key]}" for key in SWITCHES)
         run.data.tokenizer.save(str(run_dir / "tokenizer.json"))
         settings = run.config.trainer
         self.progress = tqdm(
@@ -61,7 +60,7 @@ class Recorder:
     def stepped(self) -> None:
         self.progress.update()
 
-    def gradient_norms(self, step: int) -> Optional[Callable[[], None]]:
+    def gradient_norms(self, step: int) -> Callable[[], None]:
         """What a training step calls between backward and clipping, on the raw gradients."""
         return partial(log_grad_norms, self.writer, self.run.model, step)
 
