@@ -62,7 +62,8 @@ def train_locked(config: TrainConfig, run_dir: Path, checkpoint: Optional[dict],
             on_gradients = record.gradient_norms(step) if schedule.logs(step) else None
             loss = train_step(run.step_model, run.optimizer, x, y, lr, optim.grad_clip, config.trainer.precision,
                               on_gradients, config.trainer.grad_accum_steps, run.scaler)  # fmt: skip
-            run.step, run.loss_sum = step, run.loss_sum + loss  # the loss stays on the device: reading it waits
+            run.step = step
+            run.loss_sum += loss  # in place, on the device: reading it would wait for the step
             guard.watch(step, loss)
             record.stepped()
 
