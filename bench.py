@@ -51,6 +51,12 @@ def to_bench_config(cfg: DictConfig) -> tuple[TrainConfig, BenchSettings]:
                 if getattr(settings, key) <= 0]  # fmt: skip
     if settings.warmup_steps < 0:
         problems.append(f"bench.warmup_steps={settings.warmup_steps}: must not be negative")
+    parts = config.trainer.grad_accum_steps
+    if settings.attention_batch_size % parts:  # the training step splits it in as many parts as train.py does
+        problems.append(
+            f"bench.attention_batch_size={settings.attention_batch_size}: must be a multiple of {parts}, "
+            f"trainer.grad_accum_steps"
+        )
     if not all(size > 0 for size in settings.block_sizes):
         problems.append(f"bench.block_sizes={settings.block_sizes}: must be positive")
     if problems:

@@ -27,7 +27,6 @@ from trainer.record import NullRecorder, Recorder, recorder, tensorboard_command
 from trainer.run import Run, build_run
 from trainer.run_dir import RunLock, register_resolvers
 from trainer.schedule import Schedule
-from trainer.step import train_step
 from trainer.stopping import Interrupted, NonFiniteGuard, StopSignals
 
 log = logging.getLogger("tinylm")
@@ -49,7 +48,7 @@ def train(
 
 def train_locked(config: TrainConfig, run_dir: Path, checkpoint: Optional[dict], ranks: Ranks) -> dict[str, float]:
     run = build_run(config, ranks, checkpoint)
-    config, schedule, optim = run.config, Schedule.of(run.config.trainer), run.config.optim
+    schedule, optim = Schedule.of(run.config.trainer), run.config.optim
     guard = NonFiniteGuard(ranks.device)
     losses = {}
     with recorder(run, run_dir, resumed=checkpoint is not None) as record, StopSignals() as stop:
@@ -60,8 +59,7 @@ def train_locked(config: TrainConfig, run_dir: Path, checkpoint: Optional[dict],
             lr = learning_rate(step, optim, schedule.max_steps)
             x, y = run.batch()
             on_gradients = record.gradient_norms(step) if schedule.logs(step) else None
-            loss = train_step(run.step_model, run.optimizer, x, y, lr, optim.grad_clip, config.trainer.precision,
-                              on_gradients, config.trainer.grad_accum_steps, run.scaler)  # fmt: skip
+            loss = run.train_step(x, y, lr, on_gradients)
             run.step = step
             run.loss_sum += loss  # in place, on the device: reading it would wait for the step
             guard.watch(step, loss)

@@ -26,7 +26,7 @@ from model import TinyLM
 from trainer.config import Precision, TrainConfig
 from trainer.distributed import pick_device
 from trainer.run import build_model
-from trainer.step import autocast, grad_scaler, train_step
+from trainer.step import TrainStep, autocast
 
 log = logging.getLogger("tinylm.bench")
 
@@ -58,20 +58,16 @@ def bench_throughput(
     for the compute alone on one preloaded batch; and the full step's FLOP/s against this machine's matmul, whose
     repeats take turns with theirs."""
     model, optimizer = build_model(config, device)
-    trainer, optim = config.trainer, config.optim
-    batch_size, block_size = trainer.batch_size, config.model.block_size
+    train_step, trainer = TrainStep.of(config, model, optimizer), config.trainer
+    batch_size, block_size, lr = trainer.batch_size, config.model.block_size, config.optim.lr
     batches = torch.Generator().manual_seed(trainer.seed)
     x, y = get_batch(train_tokens, batch_size, block_size, batches, device)
-    scaler = grad_scaler(device, trainer.precision)
 
     def full_step() -> None:
-        step_x, step_y = get_batch(train_tokens, batch_size, block_size, batches, device)
-        train_step(model, optimizer, step_x, step_y, optim.lr, optim.grad_clip, trainer.precision,
-                   micro_batches=trainer.grad_accum_steps, scaler=scaler)  # fmt: skip
+        train_step(*get_batch(train_tokens, batch_size, block_size, batches, device), lr)
 
     def compute_step() -> None:
-        train_step(model, optimizer, x, y, optim.lr, optim.grad_clip, trainer.precision,
-                   micro_batches=trainer.grad_accum_steps, scaler=scaler)  # fmt: skip
+        train_step(x, y, lr)
 
     matmul = square_matmul(settings.matmul_size, trainer.precision, device)
     seconds = measure({"full": full_step, "compute": compute_step, "matmul": matmul}, settings, device,
@@ -95,13 +91,13 @@ def bench_throughput(
 def preloaded_step(
     model: TinyLM, optimizer: torch.optim.Optimizer, config: TrainConfig, settings: BenchSettings, device: torch.device
 ) -> Callable[[], torch.Tensor]:
-    """A training step on one preloaded batch of random token ids (time and memory do not depend on their values):
-    settings.attention_batch_size sequences of block_size + 1 tokens."""
+    """train.py's training step (its micro-batches and loss scaling included) on one preloaded batch of random token
+    ids (time and memory do not depend on their values): settings.attention_batch_size sequences of block_size + 1
+    tokens."""
     shape = (settings.attention_batch_size, config.model.block_size + 1)
     batch = torch.randint(config.model.vocab_size, shape, generator=torch.Generator().manual_seed(config.trainer.seed))
     x, y = batch[:, :-1].to(device), batch[:, 1:].to(device)
-    optim = config.optim
-    return partial(train_step, model, optimizer, x, y, optim.lr, optim.grad_clip, config.trainer.precision)
+    return partial(TrainStep.of(config, model, optimizer), x, y, config.optim.lr)
 
 
 def attention_layer_pass(

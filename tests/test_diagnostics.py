@@ -10,7 +10,7 @@ from torch.utils.tensorboard import SummaryWriter
 from data import TokenizerConfig, train_tokenizer
 from model import ModelConfig, TinyLM, attention
 from trainer.evaluate import estimate_loss
-from trainer.step import train_step
+from trainer.step import TrainStep
 from trainer.diagnostics import (
     attention_stats,
     entropy,
@@ -150,7 +150,7 @@ def test_log_grad_norms_records_every_layers_projection_gradients_before_clippin
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     with SummaryWriter(tmp_path) as writer:
         logger = partial(log_grad_norms, writer, model, 1)
-        train_step(model, optimizer, idx[:, :-1], idx[:, 1:], lr=0.1, grad_clip=1e-3, on_gradients=logger)
+        TrainStep(model, optimizer, grad_clip=1e-3)(idx[:, :-1], idx[:, 1:], lr=0.1, on_gradients=logger)
 
     accumulator = events(tmp_path)
     for layer, suffix in ((0, ""), (1, "/1")):

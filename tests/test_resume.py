@@ -11,6 +11,7 @@ import train
 from conftest import ROOT, compose_config
 from test_train import SHORT, curve, events, short_run
 from trainer.config import to_train_config
+from trainer.step import TrainStep
 from trainer.stopping import Interrupted, NonFiniteLoss
 
 pytestmark = pytest.mark.slow
@@ -108,7 +109,7 @@ def test_resume_may_raise_max_steps(tmp_path, cache_dir, uninterrupted):
 def test_non_finite_loss_stops_at_once_naming_the_step_and_keeps_the_last_good_checkpoint(
     tmp_path, cache_dir, monkeypatch
 ):
-    step_of = train.train_step
+    step_of = TrainStep.__call__
     calls = []
 
     def diverging_step(*args, **kwargs):
@@ -116,7 +117,7 @@ def test_non_finite_loss_stops_at_once_naming_the_step_and_keeps_the_last_good_c
         loss = step_of(*args, **kwargs)
         return loss * float("nan") if len(calls) >= 25 else loss
 
-    monkeypatch.setattr(train, "train_step", diverging_step)
+    monkeypatch.setattr(TrainStep, "__call__", diverging_step)
     with pytest.raises(NonFiniteLoss, match="non-finite at step 25; .*last.pt, the last good checkpoint, is kept"):
         short_run(tmp_path, cache_dir, "trainer.ckpt_interval=20")
     assert len(calls) == 30  # stopped at the first log step after it
@@ -152,7 +153,7 @@ def test_a_second_process_aiming_at_a_run_directory_in_use_is_refused_and_the_ru
 def test_a_run_with_gradient_accumulation_stopped_mid_run_resumes_bit_identical(tmp_path, cache_dir, monkeypatch):
     accumulating = ["trainer.grad_accum_steps=4", "trainer.ckpt_interval=20"]
     short_run(tmp_path / "whole", cache_dir, *accumulating)
-    step_of, calls = train.train_step, []
+    step_of, calls = TrainStep.__call__, []
 
     def signalled_at_step_25(*args, **kwargs):
         calls.append(1)
@@ -160,10 +161,10 @@ def test_a_run_with_gradient_accumulation_stopped_mid_run_resumes_bit_identical(
             os.kill(os.getpid(), signal.SIGTERM)  # as a cluster's preemption would
         return step_of(*args, **kwargs)
 
-    monkeypatch.setattr(train, "train_step", signalled_at_step_25)
+    monkeypatch.setattr(TrainStep, "__call__", signalled_at_step_25)
     with pytest.raises(Interrupted, match="stopped by SIGTERM after step 25"):
         short_run(tmp_path / "stopped", cache_dir, *accumulating)
-    monkeypatch.setattr(train, "train_step", step_of)
+    monkeypatch.setattr(TrainStep, "__call__", step_of)
     checkpoint = torch.load(tmp_path / "stopped" / "last.pt", weights_only=True)
     config = to_train_config(compose_config(*SHORT, f"data.cache_dir={cache_dir}", *accumulating))
     train.train(config, tmp_path / "stopped", checkpoint)

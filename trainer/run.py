@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from typing import Optional
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel
 
 from data import DataError, TokenData, check_fits, get_batch, prepare_tokens
@@ -20,7 +20,7 @@ from trainer.config import ConfigError, TrainConfig
 from trainer.diagnostics import probe_windows
 from trainer.distributed import Ranks, allow_tf32
 from trainer.optim import make_optimizer
-from trainer.step import check_precision, grad_scaler
+from trainer.step import TrainStep, check_precision, grad_scaler
 
 log = logging.getLogger("tinylm")
 
@@ -31,10 +31,8 @@ class Run:
     ranks: Ranks
     data: TokenData
     model: TinyLM
-    step_model: nn.Module  # what a training step calls: the model, or under torchrun its DistributedDataParallel
-    optimizer: torch.optim.Optimizer
+    train_step: TrainStep  # the optimizer, the loss scaler, and under torchrun the DistributedDataParallel wrap
     batch_generator: torch.Generator  # draws this rank's training windows
-    scaler: torch.amp.GradScaler  # loss scaling for float16 training; disabled otherwise
     step: int  # the last step finished: 0 for a fresh run
     best_val: float  # the lowest validation loss so far
     loss_sum: Tensor  # the training losses since the last log step, summed on the device
@@ -55,11 +53,17 @@ class Run:
     def state(self) -> dict:
         """Everything a checkpoint holds, for the step just finished; every rank calls it."""
         return checkpoint_state(
-            self.step, self.config, self.ranks, model=self.model.state_dict(), optimizer=self.optimizer.state_dict(),
-            batch_generator=self.batch_generator, scaler=self.scaler.state_dict(), loss_sum=self.loss_sum.detach().cpu(),
+            self.step,
+            self.config,
+            self.ranks,
+            model=self.model.state_dict(),
+            optimizer=self.train_step.optimizer.state_dict(),
+            batch_generator=self.batch_generator,
+            scaler=self.train_step.scaler.state_dict(),
+            loss_sum=self.loss_sum.detach().cpu(),
             best_val=self.best_val,
             tokenizer=self.data.tokenizer.to_str(),
-        )  # fmt: skip
+        )
 
 
 def build_model(config: TrainConfig, device: torch.device) -> tuple[TinyLM, torch.optim.Optimizer]:
@@ -102,7 +106,7 @@ def build_run(config: TrainConfig, ranks: Ranks, checkpoint: Optional[dict] = No
         step, best_val, loss_sum = restore(checkpoint, model, optimizer, batch_generator, scaler, ranks)
         log.info("resumed from step %d", step)
     # DistributedDataParallel averages the ranks' gradients in backward; one process trains the model itself.
-    step_model = DistributedDataParallel(model) if ranks.distributed else model
+    train_step = TrainStep.of(config, DistributedDataParallel(model) if ranks.distributed else model, optimizer, scaler)
     log.info(
         "model: %s parameters on %s%s, threads=%d; scale=%s causal=%s d_k=%d qk_init=%s qk_norm=%s softcap=%g",
         f"{sum(p.numel() for p in model.parameters()):,}", device,
@@ -112,8 +116,9 @@ def build_run(config: TrainConfig, ranks: Ranks, checkpoint: Optional[dict] = No
     )  # fmt: skip
     probe = probe_windows(data.val, config.model.block_size, settings.seed + 2, device)
     prompt = torch.tensor([data.tokenizer.encode("\n").ids], device=device)
-    return Run(config, ranks, data, model, step_model, optimizer, batch_generator, scaler, step, best_val,
-               loss_sum.to(device), probe, prompt)  # fmt: skip
+    return Run(
+        config, ranks, data, model, train_step, batch_generator, step, best_val, loss_sum.to(device), probe, prompt
+    )
 
 
 def restore(
