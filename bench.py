@@ -6,7 +6,8 @@ startup time and tokenization speed. Every figure is the median of several repea
     python bench.py trainer.precision=bf16 trainer.compile=true   # as train.py would train with these settings
 
 It prints Markdown tables and writes every figure to bench.json in its run directory (outputs/bench/DATE/TIME;
-bench.json_path=FILE to choose). Settings: BenchSettings below; the model, data and trainer as in train.py.
+bench.json_path=FILE to choose). Settings: BenchSettings in benchmark/settings.py; the model, data and trainer
+as in train.py.
 """
 
 import json
@@ -21,7 +22,7 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from benchmark.report import check_targets, machine, report
+from benchmark.report import bench_markdown, check_targets, machine
 from benchmark.settings import BenchSettings, Section
 from benchmark.startup import bench_startup, bench_tokenization
 from benchmark.training import attention_summary, bench_attention, bench_throughput
@@ -29,6 +30,7 @@ from data import prepare_tokens
 from trainer.cli import one_line_errors, run_with_one_line_errors
 from trainer.config import ConfigError, TrainConfig, to_train_config, to_typed
 from trainer.distributed import pick_device
+from trainer.overrides import override_key
 
 log = logging.getLogger("tinylm.bench")
 logging.getLogger("tensorboard").setLevel(logging.WARNING)  # its event reader logs each file it has read
@@ -92,14 +94,14 @@ def bench(config: TrainConfig, settings: BenchSettings, overrides: list[str]) ->
 def main(cfg: DictConfig) -> None:
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     # What the user set for the model, data and trainer goes to train.py for the startup measurement.
-    overrides = [item for item in HydraConfig.get().overrides.task if not item.lstrip("+~").startswith("bench.")]
+    overrides = [item for item in HydraConfig.get().overrides.task if not override_key(item).startswith("bench.")]
     with one_line_errors():
         config, settings = to_bench_config(cfg)
         results = bench(config, settings, overrides)
     json_path = Path(settings.json_path) if settings.json_path else run_dir / "bench.json"
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(json.dumps(results, indent=2, default=lambda value: value.value) + "\n")  # enums by name
-    print(report(results))
+    print(bench_markdown(results))
     print(f"\nwritten to {json_path}")
 
 

@@ -64,7 +64,8 @@ def machine(device: torch.device, config: TrainConfig) -> dict[str, Any]:
     }
 
 
-def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+def pipe_table(header: list[str], rows: list[list[str]]) -> str:
+    """A Markdown pipe table: the header, its rule, then the rows."""
     return "\n".join("| " + " | ".join(cells) + " |" for cells in [header, ["---"] * len(header), *rows])
 
 
@@ -111,7 +112,7 @@ def attention_table(results: dict[str, Any], part: str) -> str:
     row = {(row["block_size"], row["fused"]): row for row in results["attention"]}
     speedup = results["attention_summary"]["speedup"][part]
     header = ["block_size", "batch", "fused ms", "explicit ms", "speedup", "fused peak MB", "explicit peak MB"]
-    return markdown_table(header, [
+    return pipe_table(header, [
         [str(block), str(row[block, True]["batch_size"]), spread(row[block, True], f"{part}_ms", "{:.1f}".format),
          spread(row[block, False], f"{part}_ms", "{:.1f}".format), f"{speedup[block]:.2f}x",
          megabytes(row[block, True][f"{part}_peak_mb"]), megabytes(row[block, False][f"{part}_peak_mb"])]
@@ -119,7 +120,7 @@ def attention_table(results: dict[str, Any], part: str) -> str:
     ])  # fmt: skip
 
 
-def report(results: dict[str, Any]) -> str:
+def bench_markdown(results: dict[str, Any]) -> str:
     """The results as Markdown, ready for the README."""
     about = results["machine"]
     parts = [f"{about['name']} ({about['device']}, {about['cpu_count']} cores, {about['torch_threads']} torch "
@@ -127,7 +128,7 @@ def report(results: dict[str, Any]) -> str:
              f"load average {about['load_average_at_start']:.1f} at the start, {about['load_average_at_end']:.1f} "
              "at the end"]  # fmt: skip
     if rows := measures_table(results):
-        parts.append(markdown_table(["measure", "median (smallest-largest of the repeats)"], rows))
+        parts.append(pipe_table(["measure", "median (smallest-largest of the repeats)"], rows))
     if "attention" in results:
         exponent = results["attention_summary"].get("memory_exponent", {})
         for part, title in PARTS.items():
@@ -140,5 +141,5 @@ def report(results: dict[str, Any]) -> str:
     verdict = {True: "yes", False: "no", None: "-"}
     targets = [[target["target"], target["measured"] or "not measured", verdict[target["holds"]]]
                for target in results["targets"]]  # fmt: skip
-    parts.append(markdown_table(["target (2-core CPU)", "measured", "holds"], targets))
+    parts.append(pipe_table(["target (2-core CPU)", "measured", "holds"], targets))
     return "\n\n".join(parts)

@@ -69,7 +69,9 @@ def test_bench_config_composes_the_train_groups_and_checks_the_bench_settings():
         bench.to_bench_config(compose_bench("+bench.repats=3"))
     with pytest.raises(ConfigError, match=r"bench\.repeats=0: must be positive"):
         bench.to_bench_config(compose_bench("bench.repeats=0"))
-    with pytest.raises(ConfigError, match=r"bench\.attention_batch_size=8: must be a multiple of 16, trainer\.grad_acc"):
+    with pytest.raises(
+        ConfigError, match=r"bench\.attention_batch_size=8: must be a multiple of 16, trainer\.grad_acc"
+    ):
         bench.to_bench_config(compose_bench("trainer.grad_accum_steps=16"))  # the step splits the batch in 16
     with pytest.raises(ConfigError, match=r"^optim\.lr=0\.0: must be positive"):
         bench.to_bench_config(compose_bench("optim.lr=0"))

@@ -68,20 +68,20 @@ def tiny_model(**settings) -> TinyLM:
 
 
 @pytest.mark.parametrize("causal", [True, False])
-def test_recording_the_attention_leaves_the_logits_as_the_fused_path_gives_them(causal):
+def test_capturing_the_attention_leaves_the_logits_as_the_fused_path_gives_them(causal):
     model, idx = tiny_model(causal=causal, n_layer=2).eval(), torch.randint(40, (3, 16))
-    record = []
-    torch.testing.assert_close(model(idx, record=record), model(idx), atol=1e-5, rtol=1e-5)
-    assert len(record) == 2
+    captured = []
+    torch.testing.assert_close(model(idx, capture=captured), model(idx), atol=1e-5, rtol=1e-5)
+    assert len(captured) == 2
 
 
 def test_future_mass_is_exactly_zero_for_a_causal_model_and_not_for_an_unmasked_one():
     idx = torch.randint(40, (3, 16))
     masses = {}
     for causal in (True, False):
-        record = []
-        tiny_model(causal=causal)(idx, record=record)
-        masses[causal] = attention_stats(record[0])["future_mass"].item()
+        captured = []
+        tiny_model(causal=causal)(idx, capture=captured)
+        masses[causal] = attention_stats(captured[0])["future_mass"].item()
     assert masses[True] == 0.0 and masses[False] > 0.1
 
 

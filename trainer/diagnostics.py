@@ -91,9 +91,9 @@ def log_attention(
     was_training = model.training
     model.eval()
     results, pattern_results = [], []
-    model(windows, record=results)
+    model(windows, capture=results)
     snippet = windows[0, :PATTERN_TOKENS]
-    model(snippet[None], record=pattern_results)  # on its own, so even unmasked rows weigh only the keys shown
+    model(snippet[None], capture=pattern_results)  # on its own, so even unmasked rows weigh only the keys shown
     model.train(was_training)
 
     labels = token_labels(tokenizer, snippet.tolist())

@@ -87,7 +87,7 @@ class Ranks:
         if self.main:
             self.barrier()
 
-    def check_replicas(self, model: torch.nn.Module) -> None:
+    def log_replica_agreement(self, model: torch.nn.Module) -> None:
         """Log whether every rank holds bit-identical weights, as data-parallel training must keep them."""
         if not self.distributed:
             return

@@ -1,4 +1,4 @@
-"""Building a run: its data, model, optimizer and training state, fresh or as a checkpoint left them.
+"""Building a run: its data, model, optimizer and training state (TrainingRun), fresh or as a checkpoint left them.
 
 bench.py builds its models with the same build_model, so it measures what train.py trains.
 """
@@ -26,7 +26,9 @@ log = logging.getLogger("tinylm")
 
 
 @dataclass
-class Run:
+class TrainingRun:
+    """A run being trained: what the loop reads and changes (summary/runs.py's Run is a finished one read back)."""
+
     config: TrainConfig  # with model.vocab_size set from the tokenizer
     ranks: Ranks
     data: TokenData
@@ -79,7 +81,7 @@ def build_model(config: TrainConfig, device: torch.device) -> tuple[TinyLM, torc
     return model, optimizer
 
 
-def build_run(config: TrainConfig, ranks: Ranks, checkpoint: Optional[dict] = None) -> Run:
+def build_run(config: TrainConfig, ranks: Ranks, checkpoint: Optional[dict] = None) -> TrainingRun:
     """A run as `config` says, from the start or from `checkpoint`, on this rank's device."""
     settings, device = config.trainer, ranks.device
     started = time.perf_counter()
@@ -116,7 +118,7 @@ def build_run(config: TrainConfig, ranks: Ranks, checkpoint: Optional[dict] = No
     )  # fmt: skip
     probe = probe_windows(data.val, config.model.block_size, settings.seed + 2, device)
     prompt = torch.tensor([data.tokenizer.encode("\n").ids], device=device)
-    return Run(
+    return TrainingRun(
         config, ranks, data, model, train_step, batch_generator, step, best_val, loss_sum.to(device), probe, prompt
     )
 

@@ -8,7 +8,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from trainer.checkpoint import resume_override
+from trainer.resume import resume_override
 from trainer.distributed import Ranks
 
 
