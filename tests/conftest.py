@@ -19,8 +19,10 @@ from pathlib import Path  # noqa: E402
 import pytest  # noqa: E402
 from hydra import compose, initialize_config_dir  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
 
-from trainer.config import register_schema  # noqa: E402
+import train  # noqa: E402
+from trainer.config import register_schema, to_train_config  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 register_schema()
@@ -30,6 +32,29 @@ def compose_config(*overrides: str) -> DictConfig:
     """configs/train.yaml composed by Hydra, as `python train.py OVERRIDES` would."""
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
         return compose("train", overrides=list(overrides))
+
+
+# A short run: 60 steps of a small model, evaluated at 0, 30 and 60, in seconds.
+SHORT = ["trainer.max_steps=60", "trainer.eval_interval=30", "trainer.eval_iters=4", "trainer.log_interval=10",
+         "trainer.batch_size=16", "trainer.sample_tokens=40", "model.block_size=32", "model.d_model=64",
+         "optim.warmup_steps=10"]  # fmt: skip
+
+
+def short_run(run_dir: Path, cache_dir: Path, *overrides: str) -> dict[str, float]:
+    """train.py's train() on SHORT and `overrides`, in this process; returns the last evaluation's losses."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    config = to_train_config(compose_config(*SHORT, f"data.cache_dir={cache_dir}", *overrides))
+    return train.train(config, run_dir)
+
+
+def events(run_dir: Path) -> EventAccumulator:
+    accumulator = EventAccumulator(str(run_dir), size_guidance={"scalars": 0, "tensors": 0})
+    accumulator.Reload()
+    return accumulator
+
+
+def curve(accumulator: EventAccumulator, tag: str) -> list[tuple[int, float]]:
+    return [(event.step, event.value) for event in accumulator.Scalars(tag)]
 
 
 @pytest.fixture(scope="session")

@@ -5,8 +5,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT
-from test_train import SHORT, curve, events
+from conftest import ROOT, SHORT, curve, events
 
 pytestmark = pytest.mark.slow
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import train
-from test_train import short_run
+from conftest import short_run
 from trainer.cli import run_with_one_line_errors
 
 # (overrides, the whole message); {tmp} is a scratch directory holding the files the row needs.

@@ -11,30 +11,9 @@ from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import train
-from conftest import ROOT, compose_config
-from trainer.config import to_train_config
+from conftest import ROOT, SHORT, curve, events, short_run
 
 pytestmark = pytest.mark.slow
-
-SHORT = ["trainer.max_steps=60", "trainer.eval_interval=30", "trainer.eval_iters=4", "trainer.log_interval=10",
-         "trainer.batch_size=16", "trainer.sample_tokens=40", "model.block_size=32", "model.d_model=64",
-         "optim.warmup_steps=10"]  # fmt: skip
-
-
-def short_run(run_dir: Path, cache_dir: Path, *overrides: str) -> dict[str, float]:
-    run_dir.mkdir(parents=True, exist_ok=True)
-    config = to_train_config(compose_config(*SHORT, f"data.cache_dir={cache_dir}", *overrides))
-    return train.train(config, run_dir)
-
-
-def events(run_dir: Path) -> EventAccumulator:
-    accumulator = EventAccumulator(str(run_dir), size_guidance={"scalars": 0, "tensors": 0})
-    accumulator.Reload()
-    return accumulator
-
-
-def curve(accumulator: EventAccumulator, tag: str) -> list[tuple[int, float]]:
-    return [(event.step, event.value) for event in accumulator.Scalars(tag)]
 
 
 @pytest.fixture(scope="module")
