@@ -48,9 +48,11 @@ def to_bench_config(cfg: DictConfig) -> tuple[TrainConfig, BenchSettings]:
     """The composed config as typed objects, every value checked as train.py checks its own; raises ConfigError."""
     config = to_train_config(OmegaConf.masked_copy(cfg, [key for key in cfg if key != "bench"]))
     settings = to_typed(BenchConfig, {"bench": OmegaConf.to_container(cfg.bench)}).bench
-    problems = [f"bench.{key}={getattr(settings, key)}: must be positive"
-                for key in ("repeats", "startup_repeats", "repeat_seconds", "attention_batch_size", "matmul_size")
-                if getattr(settings, key) <= 0]  # fmt: skip
+    problems = [
+        f"bench.{key}={getattr(settings, key)}: must be positive"
+        for key in ("repeats", "startup_repeats", "repeat_seconds", "attention_batch_size", "matmul_size")
+        if getattr(settings, key) <= 0
+    ]
     if settings.warmup_steps < 0:
         problems.append(f"bench.warmup_steps={settings.warmup_steps}: must not be negative")
     parts = config.trainer.grad_accum_steps
@@ -73,8 +75,11 @@ def bench(config: TrainConfig, settings: BenchSettings, overrides: list[str]) ->
     if sections & {Section.throughput, Section.attention}:
         data = prepare_tokens(config.data, config.tokenizer)
         config = replace(config, model=replace(config.model, vocab_size=data.tokenizer.get_vocab_size()))
-    results: dict[str, Any] = {"machine": machine(device, config), "settings": asdict(settings),
-                               "model": asdict(config.model)}  # fmt: skip
+    results: dict[str, Any] = {
+        "machine": machine(device, config),
+        "settings": asdict(settings),
+        "model": asdict(config.model),
+    }
     if Section.throughput in sections:
         log.info("throughput: batch %d x block %d", config.trainer.batch_size, config.model.block_size)
         results["throughput"] = bench_throughput(config, settings, device, data.train)

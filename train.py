@@ -90,12 +90,14 @@ def training_loop(config: TrainConfig, run_dir: Path, checkpoint: Optional[dict]
 
 def evaluate(run: TrainingRun, recorder: Recorder | NullRecorder) -> dict[str, float]:
     """Both splits' losses, averaged over the ranks, recorded with what the attention does; the clock stops."""
-    settings = run.config.trainer
+    settings, ranks = run.config.trainer, run.ranks
     with recorder.evaluating():
         splits = {"train": run.data.train, "val": run.data.val}
-        # seed + 1: not the windows of the first training steps
-        losses = run.ranks.mean(estimate_loss(run.model, splits, settings.batch_size, settings.eval_iters,
-                                              run.ranks.seed(settings.seed + 1), run.ranks.device, settings.precision))  # fmt: skip
+        seed = ranks.seed(settings.seed + 1)  # not the windows of the first training steps
+        losses = estimate_loss(
+            run.model, splits, settings.batch_size, settings.eval_iters, seed, ranks.device, settings.precision
+        )
+        losses = ranks.mean(losses)
         recorder.evaluation(run.step, losses)
     return losses
 

@@ -70,8 +70,9 @@ def bench_throughput(
         train_step(x, y, lr)
 
     matmul = square_matmul(settings.matmul_size, trainer.precision, device)
-    seconds = measure({"full": full_step, "compute": compute_step, "matmul": matmul}, settings, device,
-                      settings.warmup_steps)  # fmt: skip
+    seconds = measure(
+        {"full": full_step, "compute": compute_step, "matmul": matmul}, settings, device, settings.warmup_steps
+    )
     full, compute = ([batch_size * block_size / s for s in seconds[name]] for name in ("full", "compute"))
     flops_per_token = training_flops_per_token(model)
     matmul_flops = [2 * settings.matmul_size**3 / s for s in seconds["matmul"]]
@@ -152,14 +153,17 @@ def bench_attention(config: TrainConfig, settings: BenchSettings, device: torch.
     spawn = multiprocessing.get_context("spawn")  # a new interpreter, not a fork of this one
     for block_size in settings.block_sizes:
         log.info("attention: block_size %d", block_size)
-        paths = {fused: replace(config, model=replace(config.model, block_size=block_size, fused=fused))
-                 for fused in (True, False)}  # fmt: skip
+        paths = {
+            fused: replace(config, model=replace(config.model, block_size=block_size, fused=fused))
+            for fused in (True, False)
+        }
         calls = {}
         for fused, path in paths.items():
             model, optimizer = build_model(path, device)
             calls["step", fused] = preloaded_step(model, optimizer, path, settings, device)
-            calls["layer", fused] = attention_layer_pass(model, settings.attention_batch_size,
-                                                         config.trainer.precision, device)  # fmt: skip
+            calls["layer", fused] = attention_layer_pass(
+                model, settings.attention_batch_size, config.trainer.precision, device
+            )
         seconds = measure(calls, settings, device, settings.warmup_steps)
         for fused, path in paths.items():
             with ProcessPoolExecutor(max_workers=1, mp_context=spawn) as fresh_process:
@@ -183,15 +187,19 @@ def attention_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     between the two largest block sizes."""
     row = {(row["block_size"], row["fused"]): row for row in rows}
     blocks = sorted({block for block, _ in row})
-    summary: dict[str, Any] = {"speedup": {
-        part: {block: row[block, False][f"{part}_ms"] / row[block, True][f"{part}_ms"] for block in blocks}
-        for part in PARTS
-    }}  # fmt: skip
+    summary: dict[str, Any] = {
+        "speedup": {
+            part: {block: row[block, False][f"{part}_ms"] / row[block, True][f"{part}_ms"] for block in blocks}
+            for part in PARTS
+        }
+    }
     largest = blocks[-2:]
     if len(largest) == 2 and all(row[key][f"{part}_peak_mb"] is not None for key in row for part in PARTS):
         summary["memory_exponent"] = {"between": largest} | {
-            part: {name: growth_exponent({block: row[block, fused][f"{part}_peak_mb"] for block in largest})
-                   for name, fused in (("fused", True), ("explicit", False))}
+            part: {
+                name: growth_exponent({block: row[block, fused][f"{part}_peak_mb"] for block in largest})
+                for name, fused in (("fused", True), ("explicit", False))
+            }
             for part in PARTS
-        }  # fmt: skip
+        }
     return summary

@@ -14,15 +14,15 @@ if "HF_DATASETS_CACHE" not in os.environ:
 if "PYTEST_XDIST_WORKER" in os.environ:
     os.environ["OMP_NUM_THREADS"] = "1"
 
-from pathlib import Path  # noqa: E402
+from pathlib import Path
 
-import pytest  # noqa: E402
-from hydra import compose, initialize_config_dir  # noqa: E402
-from omegaconf import DictConfig  # noqa: E402
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-import train  # noqa: E402
-from trainer.config import register_schema, to_train_config  # noqa: E402
+import train
+from trainer.config import register_schema, to_train_config
 
 ROOT = Path(__file__).resolve().parents[1]
 register_schema()
@@ -35,9 +35,17 @@ def compose_config(*overrides: str) -> DictConfig:
 
 
 # A short run: 60 steps of a small model, evaluated at 0, 30 and 60, in seconds.
-SHORT = ["trainer.max_steps=60", "trainer.eval_interval=30", "trainer.eval_iters=4", "trainer.log_interval=10",
-         "trainer.batch_size=16", "trainer.sample_tokens=40", "model.block_size=32", "model.d_model=64",
-         "optim.warmup_steps=10"]  # fmt: skip
+SHORT = [
+    "trainer.max_steps=60",
+    "trainer.eval_interval=30",
+    "trainer.eval_iters=4",
+    "trainer.log_interval=10",
+    "trainer.batch_size=16",
+    "trainer.sample_tokens=40",
+    "model.block_size=32",
+    "model.d_model=64",
+    "optim.warmup_steps=10",
+]
 
 
 def short_run(run_dir: Path, cache_dir: Path, *overrides: str) -> dict[str, float]:

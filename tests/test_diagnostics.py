@@ -9,8 +9,6 @@ from torch.utils.tensorboard import SummaryWriter
 
 from data import TokenizerConfig, train_tokenizer
 from model import ModelConfig, TinyLM, attention
-from trainer.evaluate import estimate_loss
-from trainer.step import TrainStep
 from trainer.diagnostics import (
     attention_stats,
     entropy,
@@ -22,6 +20,8 @@ from trainer.diagnostics import (
     saturated_frac,
     token_labels,
 )
+from trainer.evaluate import estimate_loss
+from trainer.step import TrainStep
 
 TEXT = "To be, or not to be, that is the question:\nWhether 'tis nobler in the mind to suffer\n" * 20
 STATS = ["entropy", "max_weight", "saturated_frac", "jacobian_norm", "logit_std", "logit_max", "future_mass"]

@@ -14,9 +14,19 @@ from trainer.run import build_run
 def run(tmp_path_factory, cache_dir):
     text = tmp_path_factory.mktemp("text") / "text.txt"
     text.write_text("To be, or not to be, that is the question.\n" * 40)
-    settings = ["data=text", f"data.path={text}", f"data.cache_dir={cache_dir}", "model.block_size=16",
-                "model.d_model=16", "model.d_k=16", "model.d_v=16", "trainer.max_steps=10", "trainer.eval_interval=5",
-                "trainer.batch_size=4", "trainer.sample_tokens=5"]  # fmt: skip
+    settings = [
+        "data=text",
+        f"data.path={text}",
+        f"data.cache_dir={cache_dir}",
+        "model.block_size=16",
+        "model.d_model=16",
+        "model.d_k=16",
+        "model.d_v=16",
+        "trainer.max_steps=10",
+        "trainer.eval_interval=5",
+        "trainer.batch_size=4",
+        "trainer.sample_tokens=5",
+    ]
     return build_run(to_train_config(compose_config(*settings)), Ranks())
 
 

@@ -19,8 +19,16 @@ TAGS = ["train/loss", "train/lr", "train/loss_eval", "val/loss"]
 
 
 def start_run(run_dir: Path, cache_dir: Path, *overrides: str) -> subprocess.Popen:
-    command = [sys.executable, "-u", "train.py", *SHORT, "trainer.ckpt_interval=20", f"data.cache_dir={cache_dir}",
-               f'hydra.run.dir="{run_dir}"', *overrides]  # fmt: skip
+    command = [
+        sys.executable,
+        "-u",
+        "train.py",
+        *SHORT,
+        "trainer.ckpt_interval=20",
+        f"data.cache_dir={cache_dir}",
+        f'hydra.run.dir="{run_dir}"',
+        *overrides,
+    ]
     return subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -32,8 +40,13 @@ def wait_for(run: subprocess.Popen, text: str) -> None:
 
 
 def resume(target: Path, *overrides: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "train.py", f"trainer.resume={target}", *overrides],
-                          cwd=ROOT, capture_output=True, text=True, timeout=180)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "train.py", f"trainer.resume={target}", *overrides],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -129,8 +142,10 @@ def test_a_second_process_aiming_at_a_run_directory_in_use_is_refused_and_the_ru
         # Two resumes of a run that is still going, and a fresh run aimed at its directory, all at once.
         commands = [["train.py", f"trainer.resume={tmp_path}"]] * 2
         commands.append(["train.py", *SHORT, f"data.cache_dir={cache_dir}", f"hydra.run.dir={tmp_path}"])
-        started = [subprocess.Popen([sys.executable, *command], cwd=ROOT, stderr=subprocess.PIPE, text=True)
-                   for command in commands]  # fmt: skip
+        started = [
+            subprocess.Popen([sys.executable, *command], cwd=ROOT, stderr=subprocess.PIPE, text=True)
+            for command in commands
+        ]
         refusals = [(process.wait(timeout=120), process.stderr.read()) for process in started]
     finally:
         run.send_signal(signal.SIGCONT)

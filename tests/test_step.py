@@ -63,8 +63,11 @@ def test_float16_loss_scaling_skips_a_step_whose_gradients_overflow_and_shrinks_
 def test_bf16_on_a_gpu_without_it_is_refused_naming_the_alternative(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: False)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Tesla T4")
-    with pytest.raises(ConfigError, match=r"trainer.precision=bf16: Tesla T4 has no bfloat16 support; use "
-                                          r"trainer.precision=fp16 \(float16 with loss scaling\) or fp32"):  # fmt: skip
+    with pytest.raises(
+        ConfigError,
+        match=r"trainer.precision=bf16: Tesla T4 has no bfloat16 support; use "
+        r"trainer.precision=fp16 \(float16 with loss scaling\) or fp32",
+    ):
         check_precision(torch.device("cuda"), Precision.bf16)
     check_precision(torch.device("cuda"), Precision.fp16)  # float16 is every GPU's
     check_precision(torch.device("cpu"), Precision.bf16)  # the CPU emulates nothing: it has bfloat16 kernels

@@ -118,11 +118,16 @@ def rng_states(batch_generator: torch.Generator) -> dict:
     return {
         "torch": torch.get_rng_state(),
         "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-        "numpy": {**numpy_state, "state": {"key": torch.from_numpy(numpy_state["state"]["key"].astype(np.int64)),
-                                           "pos": numpy_state["state"]["pos"]}},
+        "numpy": {
+            **numpy_state,
+            "state": {
+                "key": torch.from_numpy(numpy_state["state"]["key"].astype(np.int64)),
+                "pos": numpy_state["state"]["pos"],
+            },
+        },
         "python": random.getstate(),
         "batches": batch_generator.get_state(),  # the generator that draws the training windows
-    }  # fmt: skip
+    }
 
 
 def restore_rng_states(states: dict, batch_generator: torch.Generator) -> None:

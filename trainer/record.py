@@ -87,8 +87,15 @@ class Recorder:
         self.writer.add_scalar("train/loss_eval", losses["train"], step)
         self.writer.add_scalar("val/loss", losses["val"], step)
         self.writer.add_scalar("val/loss_causal", losses["val_causal"], step)  # what a leaky model really knows
-        log_attention(self.writer, self.run.model, self.run.probe, self.run.data.tokenizer, step, self.label,
-                      lambda job: self.drawn.append(self.drawing.submit(job)))  # fmt: skip
+        log_attention(
+            self.writer,
+            self.run.model,
+            self.run.probe,
+            self.run.data.tokenizer,
+            step,
+            self.label,
+            lambda job: self.drawn.append(self.drawing.submit(job)),
+        )
         self.writer.add_text("sample", sample_markdown(self.run.sample(), f"step {step} · {self.label}"), step)
 
     def flush(self) -> None:
@@ -139,8 +146,10 @@ class NullRecorder:
 def tensorboard_command(logdir: Path) -> str:
     """How to open TensorBoard on the lesson's charts: Custom Scalars puts both losses of every run on one chart,
     unsmoothed (the curves have few points), with every attention-pattern image kept."""
-    return (f"tensorboard --logdir {shlex.quote(str(logdir))} --samples_per_plugin images=1000, then open "
-            "http://localhost:6006/#custom_scalars&_smoothingWeight=0")  # fmt: skip
+    return (
+        f"tensorboard --logdir {shlex.quote(str(logdir))} --samples_per_plugin images=1000, then open "
+        "http://localhost:6006/#custom_scalars&_smoothingWeight=0"
+    )
 
 
 def recorder_for(run: TrainingRun, run_dir: Path, resumed: bool) -> Recorder | NullRecorder:
@@ -169,8 +178,11 @@ def log_hparams(writer: SummaryWriter, config: TrainConfig, keys: list[str], met
     Written through the writer's own file writer: `add_hparams` would open a second run directory.
     """
     settings = flatten(plain_config(config))
-    shown = {key: str(settings[key]).lower() if isinstance(settings[key], bool) else settings[key]
-             for key in keys if key in settings}  # fmt: skip
+    shown = {
+        key: str(settings[key]).lower() if isinstance(settings[key], bool) else settings[key]
+        for key in keys
+        if key in settings
+    }
     experiment, session_start, session_end = hparams(shown, {tag: 0.0 for tag in metric_tags})  # values unused
     plugin_data = experiment.value[0].metadata.plugin_data
     content = HParamsPluginData.FromString(plugin_data.content)

@@ -43,8 +43,9 @@ class TrainingRun:
 
     def batch(self) -> tuple[Tensor, Tensor]:
         settings = self.config.trainer
-        return get_batch(self.data.train, settings.batch_size, self.config.model.block_size, self.batch_generator,
-                         self.ranks.device)  # fmt: skip
+        return get_batch(
+            self.data.train, settings.batch_size, self.config.model.block_size, self.batch_generator, self.ranks.device
+        )
 
     def sample(self) -> str:
         """What the model writes after a line break, the same draw at every call."""
@@ -92,13 +93,20 @@ def build_run(config: TrainConfig, ranks: Ranks, checkpoint: Optional[dict] = No
         raise DataError("trainer.resume: the training text or tokenizer changed since the checkpoint was written")
     log.info(
         "data: %s train and %s val tokens, vocabulary %d (%s %s in %.1fs)",
-        f"{len(data.train):,}", f"{len(data.val):,}", data.tokenizer.get_vocab_size(),
-        "tokenized into" if data.built else "read from", data.path, time.perf_counter() - started,
-    )  # fmt: skip
+        f"{len(data.train):,}",
+        f"{len(data.val):,}",
+        data.tokenizer.get_vocab_size(),
+        "tokenized into" if data.built else "read from",
+        data.path,
+        time.perf_counter() - started,
+    )
 
     if config.optim.warmup_steps > settings.max_steps:
-        log.warning("optim.warmup_steps=%d is longer than the run: the learning rate rises over all %d steps",
-                    config.optim.warmup_steps, settings.max_steps)  # fmt: skip
+        log.warning(
+            "optim.warmup_steps=%d is longer than the run: the learning rate rises over all %d steps",
+            config.optim.warmup_steps,
+            settings.max_steps,
+        )
     config = replace(config, model=replace(config.model, vocab_size=data.tokenizer.get_vocab_size()))
     model, optimizer = build_model(config, device)
     batch_generator = torch.Generator().manual_seed(ranks.seed(settings.seed))  # each rank its own batches
@@ -111,11 +119,17 @@ def build_run(config: TrainConfig, ranks: Ranks, checkpoint: Optional[dict] = No
     train_step = TrainStep.of(config, DistributedDataParallel(model) if ranks.distributed else model, optimizer, scaler)
     log.info(
         "model: %s parameters on %s%s, threads=%d; scale=%s causal=%s d_k=%d qk_init=%s qk_norm=%s softcap=%g",
-        f"{sum(p.numel() for p in model.parameters()):,}", device,
-        f" x {ranks.world_size} processes" if ranks.distributed else "", torch.get_num_threads(),
-        config.model.scale, config.model.causal, config.model.d_k, config.model.qk_init.name, config.model.qk_norm,
+        f"{sum(p.numel() for p in model.parameters()):,}",
+        device,
+        f" x {ranks.world_size} processes" if ranks.distributed else "",
+        torch.get_num_threads(),
+        config.model.scale,
+        config.model.causal,
+        config.model.d_k,
+        config.model.qk_init.name,
+        config.model.qk_norm,
         config.model.softcap,
-    )  # fmt: skip
+    )
     probe = probe_windows(data.val, config.model.block_size, settings.seed + 2, device)
     prompt = torch.tensor([data.tokenizer.encode("\n").ids], device=device)
     return TrainingRun(

@@ -1,4 +1,4 @@
-"""One optimizer step (TrainStep), shared by train.py and bench.py, and the autocast context it and evaluation run in."""
+"""One optimizer step (TrainStep), shared by train.py and bench.py; the autocast context it and evaluation run in."""
 
 import contextlib
 from collections.abc import Callable
