@@ -6,7 +6,8 @@ startup time and tokenization speed. Every figure is the median of several repea
     python bench.py trainer.precision=bf16 trainer.compile=true   # as train.py would train with these settings
 
 It prints Markdown tables and writes every figure to bench.json in its run directory (outputs/bench/DATE/TIME;
-bench.json_path=FILE to choose). Settings: BenchSettings below; the model, data and trainer as in train.py.
+bench.json_path=FILE to choose). Settings: BenchSettings in benchmark/settings.py; the model, data and trainer
+as in train.py.
 """
 
 import json
@@ -21,7 +22,7 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from benchmark.report import check_targets, machine, report
+from benchmark.report import bench_markdown, check_targets, machine
 from benchmark.settings import BenchSettings, Section
 from benchmark.startup import bench_startup, bench_tokenization
 from benchmark.training import attention_summary, bench_attention, bench_throughput
@@ -29,6 +30,7 @@ from data import prepare_tokens
 from trainer.cli import one_line_errors, run_with_one_line_errors
 from trainer.config import ConfigError, TrainConfig, to_train_config, to_typed
 from trainer.distributed import pick_device
+from trainer.overrides import override_key
 
 log = logging.getLogger("tinylm.bench")
 logging.getLogger("tensorboard").setLevel(logging.WARNING)  # its event reader logs each file it has read
@@ -46,11 +48,19 @@ def to_bench_config(cfg: DictConfig) -> tuple[TrainConfig, BenchSettings]:
     """The composed config as typed objects, every value checked as train.py checks its own; raises ConfigError."""
     config = to_train_config(OmegaConf.masked_copy(cfg, [key for key in cfg if key != "bench"]))
     settings = to_typed(BenchConfig, {"bench": OmegaConf.to_container(cfg.bench)}).bench
-    problems = [f"bench.{key}={getattr(settings, key)}: must be positive"
-                for key in ("repeats", "startup_repeats", "repeat_seconds", "attention_batch_size", "matmul_size")
-                if getattr(settings, key) <= 0]  # fmt: skip
+    problems = [
+        f"bench.{key}={getattr(settings, key)}: must be positive"
+        for key in ("repeats", "startup_repeats", "repeat_seconds", "attention_batch_size", "matmul_size")
+        if getattr(settings, key) <= 0
+    ]
     if settings.warmup_steps < 0:
         problems.append(f"bench.warmup_steps={settings.warmup_steps}: must not be negative")
+    parts = config.trainer.grad_accum_steps
+    if settings.attention_batch_size % parts:  # the training step splits it in as many parts as train.py does
+        problems.append(
+            f"bench.attention_batch_size={settings.attention_batch_size}: must be a multiple of {parts}, "
+            f"trainer.grad_accum_steps"
+        )
     if not all(size > 0 for size in settings.block_sizes):
         problems.append(f"bench.block_sizes={settings.block_sizes}: must be positive")
     if problems:
@@ -65,8 +75,11 @@ def bench(config: TrainConfig, settings: BenchSettings, overrides: list[str]) ->
     if sections & {Section.throughput, Section.attention}:
         data = prepare_tokens(config.data, config.tokenizer)
         config = replace(config, model=replace(config.model, vocab_size=data.tokenizer.get_vocab_size()))
-    results: dict[str, Any] = {"machine": machine(device, config), "settings": asdict(settings),
-                               "model": asdict(config.model)}  # fmt: skip
+    results: dict[str, Any] = {
+        "machine": machine(device, config),
+        "settings": asdict(settings),
+        "model": asdict(config.model),
+    }
     if Section.throughput in sections:
         log.info("throughput: batch %d x block %d", config.trainer.batch_size, config.model.block_size)
         results["throughput"] = bench_throughput(config, settings, device, data.train)
@@ -86,14 +99,14 @@ def bench(config: TrainConfig, settings: BenchSettings, overrides: list[str]) ->
 def main(cfg: DictConfig) -> None:
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     # What the user set for the model, data and trainer goes to train.py for the startup measurement.
-    overrides = [item for item in HydraConfig.get().overrides.task if not item.lstrip("+~").startswith("bench.")]
+    overrides = [item for item in HydraConfig.get().overrides.task if not override_key(item).startswith("bench.")]
     with one_line_errors():
         config, settings = to_bench_config(cfg)
         results = bench(config, settings, overrides)
     json_path = Path(settings.json_path) if settings.json_path else run_dir / "bench.json"
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(json.dumps(results, indent=2, default=lambda value: value.value) + "\n")  # enums by name
-    print(report(results))
+    print(bench_markdown(results))
     print(f"\nwritten to {json_path}")
 
 

@@ -17,17 +17,17 @@ from omegaconf import DictConfig
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 from trainer import distributed
-from trainer.checkpoint import BEST, Checkpointer, checkpoint_to_resume, load_checkpoint, resumed_config
+from trainer.checkpoint import BEST, Checkpointer, load_checkpoint
 from trainer.cli import one_line_errors, run_with_one_line_errors
 from trainer.config import TrainConfig, register_schema, to_train_config
 from trainer.distributed import Ranks, pick_device
 from trainer.evaluate import estimate_loss
 from trainer.optim import learning_rate
-from trainer.record import NullRecorder, Recorder, recorder, tensorboard_command
-from trainer.run import Run, build_run
+from trainer.record import NullRecorder, Recorder, recorder_for, tensorboard_command
+from trainer.resume import checkpoint_to_resume, resumed_config
+from trainer.run import TrainingRun, build_run
 from trainer.run_dir import RunLock, register_resolvers
 from trainer.schedule import Schedule
-from trainer.step import train_step
 from trainer.stopping import Interrupted, NonFiniteGuard, StopSignals
 
 log = logging.getLogger("tinylm")
@@ -44,37 +44,37 @@ def train(
     stays)."""
     ranks = ranks or Ranks(device=pick_device(config.trainer.device))
     with RunLock(run_dir, holds=ranks.main):  # one writer per run directory
-        return train_locked(config, run_dir, checkpoint, ranks)
+        return training_loop(config, run_dir, checkpoint, ranks)
 
 
-def train_locked(config: TrainConfig, run_dir: Path, checkpoint: Optional[dict], ranks: Ranks) -> dict[str, float]:
+def training_loop(config: TrainConfig, run_dir: Path, checkpoint: Optional[dict], ranks: Ranks) -> dict[str, float]:
+    """The loop itself: step, log, evaluate, save, stop; `train` holds the run directory's lock around it."""
     run = build_run(config, ranks, checkpoint)
-    config, schedule, optim = run.config, Schedule.of(run.config.trainer), run.config.optim
+    schedule, optim = Schedule.of(run.config.trainer), run.config.optim
     guard = NonFiniteGuard(ranks.device)
     losses = {}
-    with recorder(run, run_dir, resumed=checkpoint is not None) as record, StopSignals() as stop:
-        checkpointer = Checkpointer(run_dir, ranks, run.state, before_write=record.flush)
+    with recorder_for(run, run_dir, resumed=checkpoint is not None) as recorder, StopSignals() as stop:
+        checkpointer = Checkpointer(run_dir, ranks, run.state, before_write=recorder.flush)
         if not checkpoint:
-            losses = evaluate(run, record)
+            losses = evaluate(run, recorder)
         for step in schedule.steps(run.step):
             lr = learning_rate(step, optim, schedule.max_steps)
             x, y = run.batch()
-            on_gradients = record.gradient_norms(step) if schedule.logs(step) else None
-            loss = train_step(run.step_model, run.optimizer, x, y, lr, optim.grad_clip, config.trainer.precision,
-                              on_gradients, config.trainer.grad_accum_steps, run.scaler)  # fmt: skip
+            on_gradients = recorder.gradient_norms(step) if schedule.logs(step) else None
+            loss = run.train_step(x, y, lr, on_gradients)
             run.step = step
             run.loss_sum += loss  # in place, on the device: reading it would wait for the step
             guard.watch(step, loss)
-            record.stepped()
+            recorder.stepped()
 
             received = stop.agreed(ranks)  # a signal from now on counts at the next step
             if schedule.reads_loss(step) or received:
                 guard.check(ranks, checkpointer.last)
             if schedule.logs(step):
-                record.training(step, lr, schedule.window(step), run.loss_sum.item())
+                recorder.training(step, lr, schedule.window(step), run.loss_sum.item())
                 run.loss_sum.zero_()
             if schedule.evaluates(step):
-                losses = evaluate(run, record)
+                losses = evaluate(run, recorder)
                 if losses["val"] < run.best_val:
                     run.best_val = losses["val"]
                     checkpointer.save(BEST)
@@ -82,21 +82,23 @@ def train_locked(config: TrainConfig, run_dir: Path, checkpoint: Optional[dict],
                 checkpointer.save()
             if received and not schedule.is_last(step):
                 raise Interrupted(received, step, checkpointer.last, ranks.world_size)
-        ranks.check_replicas(run.model)
-        record.finished()
+        ranks.log_replica_agreement(run.model)
+        recorder.finished()
     ranks.barrier()  # all ranks leave together: torchrun takes one that ends early and abruptly for a failure
     return losses
 
 
-def evaluate(run: Run, record: Recorder | NullRecorder) -> dict[str, float]:
+def evaluate(run: TrainingRun, recorder: Recorder | NullRecorder) -> dict[str, float]:
     """Both splits' losses, averaged over the ranks, recorded with what the attention does; the clock stops."""
-    settings = run.config.trainer
-    with record.evaluating():
+    settings, ranks = run.config.trainer, run.ranks
+    with recorder.evaluating():
         splits = {"train": run.data.train, "val": run.data.val}
-        # seed + 1: not the windows of the first training steps
-        losses = run.ranks.mean(estimate_loss(run.model, splits, settings.batch_size, settings.eval_iters,
-                                              run.ranks.seed(settings.seed + 1), run.ranks.device, settings.precision))  # fmt: skip
-        record.evaluation(run.step, losses)
+        seed = ranks.seed(settings.seed + 1)  # not the windows of the first training steps
+        losses = estimate_loss(
+            run.model, splits, settings.batch_size, settings.eval_iters, seed, ranks.device, settings.precision
+        )
+        losses = ranks.mean(losses)
+        recorder.evaluation(run.step, losses)
     return losses
 
 

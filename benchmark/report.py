@@ -64,7 +64,8 @@ def machine(device: torch.device, config: TrainConfig) -> dict[str, Any]:
     }
 
 
-def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+def pipe_table(header: list[str], rows: list[list[str]]) -> str:
+    """A Markdown pipe table: the header, its rule, then the rows."""
     return "\n".join("| " + " | ".join(cells) + " |" for cells in [header, ["---"] * len(header), *rows])
 
 
@@ -92,14 +93,18 @@ def measures_table(results: dict[str, Any]) -> list[list[str]]:
         ]  # fmt: skip
     if startup := results.get("startup"):
         seconds = "{:.2f}".format
-        rows += [["train.py to its first step, cold (tokenizes the corpus), s", spread(startup, "cold_s", seconds)],
-                 ["train.py to its first step, warm (token cache), s", spread(startup, "warm_s", seconds)]]  # fmt: skip
+        rows += [
+            ["train.py to its first step, cold (tokenizes the corpus), s", spread(startup, "cold_s", seconds)],
+            ["train.py to its first step, warm (token cache), s", spread(startup, "warm_s", seconds)],
+        ]
     if tokenization := results.get("tokenization"):
         speeds = tokenization["mb_per_s"] | {
             f"{name}_range": span for name, span in tokenization["mb_per_s_range"].items()
         }
-        rows += [[f"tokenization, {name} ({tokenization['corpus_mb']:.2f} MB corpus), MB/s", spread(speeds, name, tenths)]
-                 for name in tokenization["mb_per_s"]]  # fmt: skip
+        rows += [
+            [f"tokenization, {name} ({tokenization['corpus_mb']:.2f} MB corpus), MB/s", spread(speeds, name, tenths)]
+            for name in tokenization["mb_per_s"]
+        ]
     return rows
 
 
@@ -111,23 +116,34 @@ def attention_table(results: dict[str, Any], part: str) -> str:
     row = {(row["block_size"], row["fused"]): row for row in results["attention"]}
     speedup = results["attention_summary"]["speedup"][part]
     header = ["block_size", "batch", "fused ms", "explicit ms", "speedup", "fused peak MB", "explicit peak MB"]
-    return markdown_table(header, [
-        [str(block), str(row[block, True]["batch_size"]), spread(row[block, True], f"{part}_ms", "{:.1f}".format),
-         spread(row[block, False], f"{part}_ms", "{:.1f}".format), f"{speedup[block]:.2f}x",
-         megabytes(row[block, True][f"{part}_peak_mb"]), megabytes(row[block, False][f"{part}_peak_mb"])]
-        for block in sorted(speedup)
-    ])  # fmt: skip
+    return pipe_table(
+        header,
+        [
+            [
+                str(block),
+                str(row[block, True]["batch_size"]),
+                spread(row[block, True], f"{part}_ms", "{:.1f}".format),
+                spread(row[block, False], f"{part}_ms", "{:.1f}".format),
+                f"{speedup[block]:.2f}x",
+                megabytes(row[block, True][f"{part}_peak_mb"]),
+                megabytes(row[block, False][f"{part}_peak_mb"]),
+            ]
+            for block in sorted(speedup)
+        ],
+    )
 
 
-def report(results: dict[str, Any]) -> str:
+def bench_markdown(results: dict[str, Any]) -> str:
     """The results as Markdown, ready for the README."""
     about = results["machine"]
-    parts = [f"{about['name']} ({about['device']}, {about['cpu_count']} cores, {about['torch_threads']} torch "
-             f"threads), torch {about['torch']}, precision {about['precision']}, compile {about['compile']}; "
-             f"load average {about['load_average_at_start']:.1f} at the start, {about['load_average_at_end']:.1f} "
-             "at the end"]  # fmt: skip
+    parts = [
+        f"{about['name']} ({about['device']}, {about['cpu_count']} cores, {about['torch_threads']} torch "
+        f"threads), torch {about['torch']}, precision {about['precision']}, compile {about['compile']}; "
+        f"load average {about['load_average_at_start']:.1f} at the start, {about['load_average_at_end']:.1f} "
+        "at the end"
+    ]
     if rows := measures_table(results):
-        parts.append(markdown_table(["measure", "median (smallest-largest of the repeats)"], rows))
+        parts.append(pipe_table(["measure", "median (smallest-largest of the repeats)"], rows))
     if "attention" in results:
         exponent = results["attention_summary"].get("memory_exponent", {})
         for part, title in PARTS.items():
@@ -135,10 +151,14 @@ def report(results: dict[str, Any]) -> str:
             if part in exponent:
                 growth = ", ".join(f"{path} {value:.2f}" for path, value in exponent[part].items() if value is not None)
                 small, large = exponent["between"]
-                parts.append(f"Peak memory growth from block_size {small} to {large}, as an exponent (1 linear, "
-                             f"2 quadratic): {growth}.")  # fmt: skip
+                parts.append(
+                    f"Peak memory growth from block_size {small} to {large}, as an exponent (1 linear, "
+                    f"2 quadratic): {growth}."
+                )
     verdict = {True: "yes", False: "no", None: "-"}
-    targets = [[target["target"], target["measured"] or "not measured", verdict[target["holds"]]]
-               for target in results["targets"]]  # fmt: skip
-    parts.append(markdown_table(["target (2-core CPU)", "measured", "holds"], targets))
+    targets = [
+        [target["target"], target["measured"] or "not measured", verdict[target["holds"]]]
+        for target in results["targets"]
+    ]
+    parts.append(pipe_table(["target (2-core CPU)", "measured", "holds"], targets))
     return "\n\n".join(parts)

@@ -24,9 +24,17 @@ def startup_seconds(overrides: list[str], cache_dir: Path, run_dir: Path) -> flo
     """Seconds from starting `python train.py` to the end of its first training step, read from the wall time
     of the first train/loss value in its TensorBoard events (written as that step ends, step 0's evaluation
     of one batch per split before it)."""
-    command = [sys.executable, str(ROOT / "train.py"), *overrides, "trainer.max_steps=1", "trainer.eval_interval=1",
-               "trainer.eval_iters=1", "trainer.sample_tokens=0", f"data.cache_dir={cache_dir}",
-               f"hydra.run.dir={run_dir}"]  # fmt: skip
+    command = [
+        sys.executable,
+        str(ROOT / "train.py"),
+        *overrides,
+        "trainer.max_steps=1",
+        "trainer.eval_interval=1",
+        "trainer.eval_iters=1",
+        "trainer.sample_tokens=0",
+        f"data.cache_dir={cache_dir}",
+        f"hydra.run.dir={run_dir}",
+    ]
     started = time.time()  # the wall clock, as TensorBoard's
     finished = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
     if finished.returncode != 0:
@@ -63,5 +71,8 @@ def bench_tokenization(data_config: DataConfig, settings: BenchSettings) -> dict
         seconds = measure({"encode": partial(encode, tokenizer, text)}, settings, torch.device("cpu"), warmup=0)
         speeds[option.stem] = [megabytes / s for s in seconds["encode"]]
     spread = with_spread(speeds)
-    return {"corpus_mb": megabytes, "mb_per_s": {name: spread[name] for name in speeds},
-            "mb_per_s_range": {name: spread[f"{name}_range"] for name in speeds}}  # fmt: skip
+    return {
+        "corpus_mb": megabytes,
+        "mb_per_s": {name: spread[name] for name in speeds},
+        "mb_per_s_range": {name: spread[f"{name}_range"] for name in speeds},
+    }

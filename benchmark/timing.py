@@ -48,8 +48,11 @@ def measure(
 
 def with_spread(figures: dict[str, list[float]]) -> dict[str, Any]:
     """Each figure's median over the repeats as NAME, and its smallest and largest as NAME_range."""
-    return {key: value for name, values in figures.items()
-            for key, value in ((name, statistics.median(values)), (f"{name}_range", [min(values), max(values)]))}  # fmt: skip
+    return {
+        key: value
+        for name, values in figures.items()
+        for key, value in ((name, statistics.median(values)), (f"{name}_range", [min(values), max(values)]))
+    }
 
 
 PROC_SELF = Path("/proc/self")  # Linux

@@ -26,7 +26,7 @@ from model import TinyLM
 from trainer.config import Precision, TrainConfig
 from trainer.distributed import pick_device
 from trainer.run import build_model
-from trainer.step import autocast, grad_scaler, train_step
+from trainer.step import TrainStep, autocast
 
 log = logging.getLogger("tinylm.bench")
 
@@ -58,24 +58,21 @@ def bench_throughput(
     for the compute alone on one preloaded batch; and the full step's FLOP/s against this machine's matmul, whose
     repeats take turns with theirs."""
     model, optimizer = build_model(config, device)
-    trainer, optim = config.trainer, config.optim
-    batch_size, block_size = trainer.batch_size, config.model.block_size
+    train_step, trainer = TrainStep.of(config, model, optimizer), config.trainer
+    batch_size, block_size, lr = trainer.batch_size, config.model.block_size, config.optim.lr
     batches = torch.Generator().manual_seed(trainer.seed)
     x, y = get_batch(train_tokens, batch_size, block_size, batches, device)
-    scaler = grad_scaler(device, trainer.precision)
 
     def full_step() -> None:
-        step_x, step_y = get_batch(train_tokens, batch_size, block_size, batches, device)
-        train_step(model, optimizer, step_x, step_y, optim.lr, optim.grad_clip, trainer.precision,
-                   micro_batches=trainer.grad_accum_steps, scaler=scaler)  # fmt: skip
+        train_step(*get_batch(train_tokens, batch_size, block_size, batches, device), lr)
 
     def compute_step() -> None:
-        train_step(model, optimizer, x, y, optim.lr, optim.grad_clip, trainer.precision,
-                   micro_batches=trainer.grad_accum_steps, scaler=scaler)  # fmt: skip
+        train_step(x, y, lr)
 
     matmul = square_matmul(settings.matmul_size, trainer.precision, device)
-    seconds = measure({"full": full_step, "compute": compute_step, "matmul": matmul}, settings, device,
-                      settings.warmup_steps)  # fmt: skip
+    seconds = measure(
+        {"full": full_step, "compute": compute_step, "matmul": matmul}, settings, device, settings.warmup_steps
+    )
     full, compute = ([batch_size * block_size / s for s in seconds[name]] for name in ("full", "compute"))
     flops_per_token = training_flops_per_token(model)
     matmul_flops = [2 * settings.matmul_size**3 / s for s in seconds["matmul"]]
@@ -95,13 +92,13 @@ def bench_throughput(
 def preloaded_step(
     model: TinyLM, optimizer: torch.optim.Optimizer, config: TrainConfig, settings: BenchSettings, device: torch.device
 ) -> Callable[[], torch.Tensor]:
-    """A training step on one preloaded batch of random token ids (time and memory do not depend on their values):
-    settings.attention_batch_size sequences of block_size + 1 tokens."""
+    """train.py's training step (its micro-batches and loss scaling included) on one preloaded batch of random token
+    ids (time and memory do not depend on their values): settings.attention_batch_size sequences of block_size + 1
+    tokens."""
     shape = (settings.attention_batch_size, config.model.block_size + 1)
     batch = torch.randint(config.model.vocab_size, shape, generator=torch.Generator().manual_seed(config.trainer.seed))
     x, y = batch[:, :-1].to(device), batch[:, 1:].to(device)
-    optim = config.optim
-    return partial(train_step, model, optimizer, x, y, optim.lr, optim.grad_clip, config.trainer.precision)
+    return partial(TrainStep.of(config, model, optimizer), x, y, config.optim.lr)
 
 
 def attention_layer_pass(
@@ -156,14 +153,17 @@ def bench_attention(config: TrainConfig, settings: BenchSettings, device: torch.
     spawn = multiprocessing.get_context("spawn")  # a new interpreter, not a fork of this one
     for block_size in settings.block_sizes:
         log.info("attention: block_size %d", block_size)
-        paths = {fused: replace(config, model=replace(config.model, block_size=block_size, fused=fused))
-                 for fused in (True, False)}  # fmt: skip
+        paths = {
+            fused: replace(config, model=replace(config.model, block_size=block_size, fused=fused))
+            for fused in (True, False)
+        }
         calls = {}
         for fused, path in paths.items():
             model, optimizer = build_model(path, device)
             calls["step", fused] = preloaded_step(model, optimizer, path, settings, device)
-            calls["layer", fused] = attention_layer_pass(model, settings.attention_batch_size,
-                                                         config.trainer.precision, device)  # fmt: skip
+            calls["layer", fused] = attention_layer_pass(
+                model, settings.attention_batch_size, config.trainer.precision, device
+            )
         seconds = measure(calls, settings, device, settings.warmup_steps)
         for fused, path in paths.items():
             with ProcessPoolExecutor(max_workers=1, mp_context=spawn) as fresh_process:
@@ -187,15 +187,19 @@ def attention_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     between the two largest block sizes."""
     row = {(row["block_size"], row["fused"]): row for row in rows}
     blocks = sorted({block for block, _ in row})
-    summary: dict[str, Any] = {"speedup": {
-        part: {block: row[block, False][f"{part}_ms"] / row[block, True][f"{part}_ms"] for block in blocks}
-        for part in PARTS
-    }}  # fmt: skip
+    summary: dict[str, Any] = {
+        "speedup": {
+            part: {block: row[block, False][f"{part}_ms"] / row[block, True][f"{part}_ms"] for block in blocks}
+            for part in PARTS
+        }
+    }
     largest = blocks[-2:]
     if len(largest) == 2 and all(row[key][f"{part}_peak_mb"] is not None for key in row for part in PARTS):
         summary["memory_exponent"] = {"between": largest} | {
-            part: {name: growth_exponent({block: row[block, fused][f"{part}_peak_mb"] for block in largest})
-                   for name, fused in (("fused", True), ("explicit", False))}
+            part: {
+                name: growth_exponent({block: row[block, fused][f"{part}_peak_mb"] for block in largest})
+                for name, fused in (("fused", True), ("explicit", False))
+            }
             for part in PARTS
-        }  # fmt: skip
+        }
     return summary

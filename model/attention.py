@@ -70,18 +70,18 @@ class SingleHeadSelfAttention(nn.Module):
             else:
                 W.reset_parameters()
 
-    def forward(self, x: Tensor, *, causal: bool | None = None, record: list[AttentionResult] | None = None) -> Tensor:
+    def forward(self, x: Tensor, *, causal: bool | None = None, capture: list[AttentionResult] | None = None) -> Tensor:
         """x (B, T, d_model) -> (B, T, d_model).
 
-        `causal` overrides the layer's own setting; given a `record` list, the layer takes the reference path
+        `causal` overrides the layer's own setting; given a `capture` list, the layer takes the reference path
         (the fused kernel returns no weights) and appends its AttentionResult to it.
         """
         causal = self.causal if causal is None else causal
         q, k, v = self.project(x)
-        if record is not None or not self.fused or self.softcap:  # the fused kernel can neither cap nor record
+        if capture is not None or not self.fused or self.softcap:  # the fused kernel can neither cap nor capture
             result = attention(q, k, v, scale=self.scale, causal=causal, softcap=self.softcap)
-            if record is not None:
-                record.append(result)
+            if capture is not None:
+                capture.append(result)
             return self.W_O(result.output)
         # The fused kernel, on views (B, 1 head, T, d) of the projection: scale=1.0 switches the division off.
         # Its CPU flash path wants d_k == d_v; otherwise it takes its math path, which up to block 256 takes

@@ -54,9 +54,9 @@ class Block(nn.Module):
         self.mlp = MLP(config) if config.mlp else None
 
     def forward(
-        self, x: Tensor, causal: Optional[bool] = None, record: Optional[list[AttentionResult]] = None
+        self, x: Tensor, causal: Optional[bool] = None, capture: Optional[list[AttentionResult]] = None
     ) -> Tensor:
-        x = x + self.attn_dropout(self.attn(self.ln_attn(x), causal=causal, record=record))
+        x = x + self.attn_dropout(self.attn(self.ln_attn(x), causal=causal, capture=capture))
         if self.mlp is not None:
             x = x + self.mlp(self.ln_mlp(x))
         return x
@@ -84,19 +84,23 @@ class TinyLM(nn.Module):
             block.attn.reset_qk()
 
     def forward(
-        self, idx: Tensor, targets: Optional[Tensor] = None, *, causal: Optional[bool] = None,
-        record: Optional[list[AttentionResult]] = None,
-    ) -> Tensor:  # fmt: skip
+        self,
+        idx: Tensor,
+        targets: Optional[Tensor] = None,
+        *,
+        causal: Optional[bool] = None,
+        capture: Optional[list[AttentionResult]] = None,
+    ) -> Tensor:
         """Token ids (B, T) -> next-token logits (B, T, vocab_size); given targets (B, T), their loss instead.
 
         The loss goes through forward so that DistributedDataParallel, which wraps forward, sees it.
         `causal` overrides config.causal: a model trained without the mask, evaluated with it, can no longer
-        read the answer. Given a `record` list, every layer appends its AttentionResult to it, in order.
+        read the answer. Given a `capture` list, every layer appends its AttentionResult to it, in order.
         """
         positions = torch.arange(idx.size(1), device=idx.device)
         x = self.dropout(self.token_embedding(idx) + self.position_embedding(positions))
         for block in self.blocks:
-            x = block(x, causal, record)
+            x = block(x, causal, capture)
         logits = self.lm_head(self.ln_f(x))
         if targets is None:
             return logits

@@ -8,16 +8,15 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from summary.events import Damage, damage
+from trainer.overrides import override_values, read_overrides
 
 log = logging.getLogger(__name__)
 
 EVENTS_FILES = "events.out.tfevents.*"
-OVERRIDES = OverridesParser.create()
 
 
 class SummaryError(Exception):
@@ -41,7 +40,7 @@ class Run:
     @cached_property
     def settings(self) -> dict[str, Any]:
         """Its overrides as typed values, parsed as Hydra does: {"model.d_k": 64, "model.scale": False, ...}."""
-        return {override.key_or_group: override.value() for override in OVERRIDES.parse_overrides(self.overrides)}
+        return override_values(self.overrides)
 
     @property
     def last_step(self) -> int | None:
@@ -89,8 +88,7 @@ def read_run(run_dir: Path, root: Path) -> Run | None:
     wall_times = [event.wall_time for tag in events.Tags()["scalars"] for event in events.Scalars(tag)]
     wall_times += [event.wall_time for tag in events.Tags()["tensors"] for event in events.Tensors(tag)]
     started = events.FirstEventTimestamp()
-    overrides_file = run_dir / ".hydra" / "overrides.yaml"
-    overrides = [str(item) for item in OmegaConf.load(overrides_file)] if overrides_file.exists() else []
+    overrides = read_overrides(run_dir)
     wall_s = max(wall_times, default=started) - started
     truncated = Damage.truncated in damages.values()
     return Run(str(run_dir.relative_to(root)), overrides, curves, wall_s, max_steps(run_dir), truncated)

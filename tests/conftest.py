@@ -14,13 +14,15 @@ if "HF_DATASETS_CACHE" not in os.environ:
 if "PYTEST_XDIST_WORKER" in os.environ:
     os.environ["OMP_NUM_THREADS"] = "1"
 
-from pathlib import Path  # noqa: E402
+from pathlib import Path
 
-import pytest  # noqa: E402
-from hydra import compose, initialize_config_dir  # noqa: E402
-from omegaconf import DictConfig  # noqa: E402
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from trainer.config import register_schema  # noqa: E402
+import train
+from trainer.config import register_schema, to_train_config
 
 ROOT = Path(__file__).resolve().parents[1]
 register_schema()
@@ -30,6 +32,37 @@ def compose_config(*overrides: str) -> DictConfig:
     """configs/train.yaml composed by Hydra, as `python train.py OVERRIDES` would."""
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
         return compose("train", overrides=list(overrides))
+
+
+# A short run: 60 steps of a small model, evaluated at 0, 30 and 60, in seconds.
+SHORT = [
+    "trainer.max_steps=60",
+    "trainer.eval_interval=30",
+    "trainer.eval_iters=4",
+    "trainer.log_interval=10",
+    "trainer.batch_size=16",
+    "trainer.sample_tokens=40",
+    "model.block_size=32",
+    "model.d_model=64",
+    "optim.warmup_steps=10",
+]
+
+
+def short_run(run_dir: Path, cache_dir: Path, *overrides: str) -> dict[str, float]:
+    """train.py's train() on SHORT and `overrides`, in this process; returns the last evaluation's losses."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    config = to_train_config(compose_config(*SHORT, f"data.cache_dir={cache_dir}", *overrides))
+    return train.train(config, run_dir)
+
+
+def events(run_dir: Path) -> EventAccumulator:
+    accumulator = EventAccumulator(str(run_dir), size_guidance={"scalars": 0, "tensors": 0})
+    accumulator.Reload()
+    return accumulator
+
+
+def curve(accumulator: EventAccumulator, tag: str) -> list[tuple[int, float]]:
+    return [(event.step, event.value) for event in accumulator.Scalars(tag)]
 
 
 @pytest.fixture(scope="session")

@@ -102,10 +102,10 @@ def make_layer(scale, causal, d_k=16, d_v=16, d_model=32, **options):
 def test_fused_path_equals_reference_path(scale, causal, d_k, d_v, qk_norm):
     layer = make_layer(scale, causal, d_k, d_v, qk_norm=qk_norm)
     x = torch.randn(3, 10, 32)
-    record = []
-    fused, reference = layer(x), layer(x, record=record)
+    captured = []
+    fused, reference = layer(x), layer(x, capture=captured)
     torch.testing.assert_close(fused, reference, atol=1e-5, rtol=1e-5)
-    assert record[0].weights.shape == record[0].scores.shape == (3, 10, 10)
+    assert captured[0].weights.shape == captured[0].scores.shape == (3, 10, 10)
 
 
 @pytest.mark.parametrize("qk_norm", [False, True])
@@ -132,11 +132,11 @@ def test_one_projection_matmul_gives_each_weight_its_own_gradient():
 
 def test_qk_norm_layer_norms_q_and_k_over_their_features_with_their_own_gains():
     layer, x = make_layer(True, True, d_k=16, d_v=8, qk_norm=True), torch.randn(2, 12, 32)
-    record = []
-    layer(x, record=record)
+    captured = []
+    layer(x, capture=captured)
     q = F.layer_norm(layer.W_Q(x), (16,), layer.q_norm.weight)
     k = F.layer_norm(layer.W_K(x), (16,), layer.k_norm.weight)
-    torch.testing.assert_close(record[0].scores, attention(q, k, layer.W_V(x)).scores)
+    torch.testing.assert_close(captured[0].scores, attention(q, k, layer.W_V(x)).scores)
 
 
 @pytest.mark.parametrize("scale", [True, False])
@@ -148,9 +148,9 @@ def test_qk_norm_bounds_the_scores_however_large_wq_and_wk_grow(scale):
         with torch.no_grad():
             layer.W_Q.weight.mul_(1000)
             layer.W_K.weight.mul_(1000)
-        record = []
-        layer(torch.randn(2, 12, 32), record=record)
-        scores = record[0].scores[record[0].scores.isfinite()]
+        captured = []
+        layer(torch.randn(2, 12, 32), capture=captured)
+        scores = captured[0].scores[captured[0].scores.isfinite()]
         assert (scores.abs().max() <= bound) == bounded
 
 
@@ -167,9 +167,9 @@ def test_softcap_squashes_the_scaled_scores_it_feeds_the_softmax():
 @pytest.mark.parametrize("causal", [True, False])
 def test_softcap_bounds_the_scores_even_for_huge_inputs(causal):
     layer = make_layer(False, causal, softcap=5.0)
-    record = []
-    layer(1e4 * torch.randn(2, 12, 32), record=record)
-    scores = record[0].scores[record[0].scores.isfinite()]
+    captured = []
+    layer(1e4 * torch.randn(2, 12, 32), capture=captured)
+    scores = captured[0].scores[captured[0].scores.isfinite()]
     assert scores.abs().max() <= 5.0 and scores.abs().max() > 4.9  # capped, not merely small
 
 
@@ -177,13 +177,13 @@ def test_softcap_bounds_the_scores_even_for_huge_inputs(causal):
 @pytest.mark.parametrize("scale, causal", TOGGLES)
 def test_softcap_layer_takes_the_reference_path_with_capped_scores(scale, causal, fused):
     layer, x = make_layer(scale, causal, d_k=24, d_v=8, softcap=2.0, fused=fused, qk_norm=True), torch.randn(2, 12, 32)
-    record = []
-    unrecorded, recorded = layer(x), layer(x, record=record)
+    captured = []
+    unrecorded, recorded = layer(x), layer(x, capture=captured)
     assert torch.equal(unrecorded, recorded)
     q, k = layer.q_norm(layer.W_Q(x)), layer.k_norm(layer.W_K(x))
     reference = attention(q, k, layer.W_V(x), scale=scale, causal=causal, softcap=2.0)
     torch.testing.assert_close(recorded, layer.W_O(reference.output))
-    torch.testing.assert_close(record[0].scores, reference.scores)
+    torch.testing.assert_close(captured[0].scores, reference.scores)
 
 
 def projected_std(qk_init, d_model=256, d_k=256):

@@ -39,8 +39,11 @@ def test_memory_growth_exponent_is_1_for_linear_and_2_for_quadratic_growth():
 
 
 def test_targets_hold_or_fail_on_the_measured_ratios_and_are_left_open_when_not_measured():
-    exponents = {"between": [1024, 2048], "step": {"fused": 0.9, "explicit": 1.4},
-                 "layer": {"fused": 1.0, "explicit": 1.9}}  # fmt: skip
+    exponents = {
+        "between": [1024, 2048],
+        "step": {"fused": 0.9, "explicit": 1.4},
+        "layer": {"fused": 1.0, "explicit": 1.9},
+    }
     results = {
         "throughput": {"full_over_compute": 0.95},
         "startup": {"cold_s": 16.0, "warm_s": 2.0},
@@ -69,6 +72,10 @@ def test_bench_config_composes_the_train_groups_and_checks_the_bench_settings():
         bench.to_bench_config(compose_bench("+bench.repats=3"))
     with pytest.raises(ConfigError, match=r"bench\.repeats=0: must be positive"):
         bench.to_bench_config(compose_bench("bench.repeats=0"))
+    with pytest.raises(
+        ConfigError, match=r"bench\.attention_batch_size=8: must be a multiple of 16, trainer\.grad_acc"
+    ):
+        bench.to_bench_config(compose_bench("trainer.grad_accum_steps=16"))  # the step splits the batch in 16
     with pytest.raises(ConfigError, match=r"^optim\.lr=0\.0: must be positive"):
         bench.to_bench_config(compose_bench("optim.lr=0"))
 
@@ -79,11 +86,25 @@ def bench_run(tmp_path_factory, cache_dir) -> tuple[dict, str]:
     tmp = tmp_path_factory.mktemp("bench")
     text = tmp / "text.txt"
     text.write_text("To be, or not to be, that is the question.\n" * 500)
-    command = [sys.executable, "bench.py", "data=text", f"data.path={text}", f"data.cache_dir={cache_dir}",
-               "model.d_model=16", "model.d_k=16", "model.d_v=16", "bench.warmup_steps=1", "bench.repeats=1",
-               "bench.startup_repeats=1", "bench.repeat_seconds=0.01", "bench.block_sizes=[1024]",
-               "bench.attention_batch_size=4", "bench.matmul_size=64", f"bench.json_path={tmp / 'out.json'}",
-               f"hydra.run.dir={tmp / 'run'}"]  # fmt: skip
+    command = [
+        sys.executable,
+        "bench.py",
+        "data=text",
+        f"data.path={text}",
+        f"data.cache_dir={cache_dir}",
+        "model.d_model=16",
+        "model.d_k=16",
+        "model.d_v=16",
+        "bench.warmup_steps=1",
+        "bench.repeats=1",
+        "bench.startup_repeats=1",
+        "bench.repeat_seconds=0.01",
+        "bench.block_sizes=[1024]",
+        "bench.attention_batch_size=4",
+        "bench.matmul_size=64",
+        f"bench.json_path={tmp / 'out.json'}",
+        f"hydra.run.dir={tmp / 'run'}",
+    ]
     finished = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
     assert finished.returncode == 0, finished.stderr
     return json.loads((tmp / "out.json").read_text()), finished.stdout
@@ -92,8 +113,17 @@ def bench_run(tmp_path_factory, cache_dir) -> tuple[dict, str]:
 @pytest.mark.slow
 def test_bench_writes_every_section_to_json_and_prints_it_as_tables(bench_run):
     results, printed = bench_run
-    assert {"machine", "settings", "model", "throughput", "attention", "attention_summary", "startup", "tokenization",
-            "targets"} <= set(results)  # fmt: skip
+    assert {
+        "machine",
+        "settings",
+        "model",
+        "throughput",
+        "attention",
+        "attention_summary",
+        "startup",
+        "tokenization",
+        "targets",
+    } <= set(results)
     assert results["model"]["d_model"] == 16 and results["settings"]["sections"][0] == "throughput"
     throughput = results["throughput"]
     assert throughput["full_step_tokens_per_s"] > 0 and throughput["compute_tokens_per_s"] > 0

@@ -8,8 +8,7 @@ import pytest
 import torch
 from tokenizers import Tokenizer
 
-from conftest import ROOT
-from test_train import curve, events, short_run
+from conftest import ROOT, curve, events, short_run
 from trainer.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 
 

@@ -28,8 +28,16 @@ def test_processes_building_the_same_cache_entry_at_once_all_get_it_whole(tmp_pa
     if damaged:  # each process finds it damaged, and moves it aside or sees another do so
         config = DataConfig(source=Source.text, path=str(text), cache_dir=str(cache))
         (prepare_tokens(config, TokenizerConfig()).path / "val.npy").write_bytes(b"junk")
-    builders = [subprocess.Popen([sys.executable, "-c", BUILD, str(cache), str(text)], cwd=ROOT, stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True) for _ in range(3)]  # fmt: skip
+    builders = [
+        subprocess.Popen(
+            [sys.executable, "-c", BUILD, str(cache), str(text)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(3)
+    ]
     outputs, warnings = zip(*(builder.communicate(timeout=300) for builder in builders))
     assert all(builder.returncode == 0 for builder in builders), warnings
     assert all(len(warning.splitlines()) <= int(damaged) for warning in warnings), warnings  # one line, if any
@@ -41,10 +49,19 @@ def test_processes_building_the_same_cache_entry_at_once_all_get_it_whole(tmp_pa
 
 
 def test_runs_started_in_the_same_second_get_their_own_directories(tmp_path, cache_dir):
-    settings = ["trainer.max_steps=2", "trainer.eval_interval=1", "trainer.eval_iters=1", "trainer.sample_tokens=1",
-                f"data.cache_dir={cache_dir}"]  # fmt: skip
-    runs = [subprocess.Popen([sys.executable, str(ROOT / "train.py"), *settings], cwd=tmp_path, stderr=subprocess.PIPE,
-                             text=True) for _ in range(2)]  # fmt: skip
+    settings = [
+        "trainer.max_steps=2",
+        "trainer.eval_interval=1",
+        "trainer.eval_iters=1",
+        "trainer.sample_tokens=1",
+        f"data.cache_dir={cache_dir}",
+    ]
+    runs = [
+        subprocess.Popen(
+            [sys.executable, str(ROOT / "train.py"), *settings], cwd=tmp_path, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(2)
+    ]
     assert all(run.wait(timeout=120) == 0 for run in runs), [run.stderr.read() for run in runs]
     run_dirs = sorted(tmp_path.glob("outputs/*/*"))
     assert len(run_dirs) == 2

@@ -9,8 +9,6 @@ from torch.utils.tensorboard import SummaryWriter
 
 from data import TokenizerConfig, train_tokenizer
 from model import ModelConfig, TinyLM, attention
-from trainer.evaluate import estimate_loss
-from trainer.step import train_step
 from trainer.diagnostics import (
     attention_stats,
     entropy,
@@ -22,6 +20,8 @@ from trainer.diagnostics import (
     saturated_frac,
     token_labels,
 )
+from trainer.evaluate import estimate_loss
+from trainer.step import TrainStep
 
 TEXT = "To be, or not to be, that is the question:\nWhether 'tis nobler in the mind to suffer\n" * 20
 STATS = ["entropy", "max_weight", "saturated_frac", "jacobian_norm", "logit_std", "logit_max", "future_mass"]
@@ -68,20 +68,20 @@ def tiny_model(**settings) -> TinyLM:
 
 
 @pytest.mark.parametrize("causal", [True, False])
-def test_recording_the_attention_leaves_the_logits_as_the_fused_path_gives_them(causal):
+def test_capturing_the_attention_leaves_the_logits_as_the_fused_path_gives_them(causal):
     model, idx = tiny_model(causal=causal, n_layer=2).eval(), torch.randint(40, (3, 16))
-    record = []
-    torch.testing.assert_close(model(idx, record=record), model(idx), atol=1e-5, rtol=1e-5)
-    assert len(record) == 2
+    captured = []
+    torch.testing.assert_close(model(idx, capture=captured), model(idx), atol=1e-5, rtol=1e-5)
+    assert len(captured) == 2
 
 
 def test_future_mass_is_exactly_zero_for_a_causal_model_and_not_for_an_unmasked_one():
     idx = torch.randint(40, (3, 16))
     masses = {}
     for causal in (True, False):
-        record = []
-        tiny_model(causal=causal)(idx, record=record)
-        masses[causal] = attention_stats(record[0])["future_mass"].item()
+        captured = []
+        tiny_model(causal=causal)(idx, capture=captured)
+        masses[causal] = attention_stats(captured[0])["future_mass"].item()
     assert masses[True] == 0.0 and masses[False] > 0.1
 
 
@@ -150,7 +150,7 @@ def test_log_grad_norms_records_every_layers_projection_gradients_before_clippin
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     with SummaryWriter(tmp_path) as writer:
         logger = partial(log_grad_norms, writer, model, 1)
-        train_step(model, optimizer, idx[:, :-1], idx[:, 1:], lr=0.1, grad_clip=1e-3, on_gradients=logger)
+        TrainStep(model, optimizer, grad_clip=1e-3)(idx[:, :-1], idx[:, 1:], lr=0.1, on_gradients=logger)
 
     accumulator = events(tmp_path)
     for layer, suffix in ((0, ""), (1, "/1")):

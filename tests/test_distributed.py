@@ -5,15 +5,23 @@ import sys
 
 import pytest
 
-from conftest import ROOT
-from test_train import SHORT, curve, events
+from conftest import ROOT, SHORT, curve, events
 
 pytestmark = pytest.mark.slow
 
 
 def test_two_process_run_shares_one_directory_keeps_replicas_identical_and_lowers_the_loss(tmp_path, cache_dir):
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-               str(ROOT / "train.py"), *SHORT, "trainer.grad_accum_steps=2", f"data.cache_dir={cache_dir}"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        str(ROOT / "train.py"),
+        *SHORT,
+        "trainer.grad_accum_steps=2",
+        f"data.cache_dir={cache_dir}",
+    ]
     result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[:6000]  # the ranks' own errors come first
 

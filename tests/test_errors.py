@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import train
-from test_train import short_run
+from conftest import short_run
 from trainer.cli import run_with_one_line_errors
 
 # (overrides, the whole message); {tmp} is a scratch directory holding the files the row needs.
@@ -50,7 +50,8 @@ ROWS = [
     (["data=text"], "data.path: data=text needs a file, e.g. data.path=notes.txt"),
     (["data=text", "data.path={tmp}/missing.txt"], "data.path={tmp}/missing.txt: no such file"),
     (["data=text", "data.path={tmp}/*.md"], "data.path={tmp}/*.md: no such file matches"),
-    (["data=text", "data.path={tmp}"], "data.path={tmp}: {tmp} is a directory; give a file, or a glob such as {tmp}/*.txt"),
+    (["data=text", "data.path={tmp}"], "data.path={tmp}: {tmp} is a directory; give a file, or a glob such as "
+     "{tmp}/*.txt"),
     (["data=text", "data.path={tmp}/empty.txt"], "data.path={tmp}/empty.txt: {tmp}/empty.txt is empty"),
     (["data=text", "data.path={tmp}/blank.txt"], "data.path={tmp}/blank.txt: {tmp}/blank.txt holds only whitespace"),
     (["data=text", "data.path={tmp}/latin1.txt"], "data.path={tmp}/latin1.txt: {tmp}/latin1.txt is not UTF-8 text "
@@ -97,22 +98,30 @@ def test_mistake_gets_one_line_naming_the_setting(overrides, message, scratch, c
 @pytest.mark.slow
 def test_resume_refuses_to_change_the_model_or_data_naming_the_keys(tmp_path, cache_dir, monkeypatch):
     short_run(tmp_path, cache_dir)
-    error = run_train(monkeypatch, f"trainer.resume={tmp_path}", "model.d_k=64", "data.val_fraction=0.2",
-                      "trainer.max_steps=100")  # fmt: skip
+    error = run_train(
+        monkeypatch, f"trainer.resume={tmp_path}", "model.d_k=64", "data.val_fraction=0.2", "trainer.max_steps=100"
+    )
     assert error == (
         "error: trainer.resume: data.val_fraction, model.d_k cannot change when a run resumes (its settings come "
         "from the checkpoint); only trainer.max_steps, trainer.ckpt_interval, trainer.device, trainer.sample_tokens, "
         "data.cache_dir can. Start a new run to change them"
     )
     error = run_train(monkeypatch, f"trainer.resume={tmp_path}", "trainer.max_steps=40")
-    assert (
-        error
-        == "error: trainer.max_steps=40: the run being resumed is at step 60 already; raise trainer.max_steps to train on"
+    assert error == (
+        "error: trainer.max_steps=40: the run being resumed is at step 60 already; raise trainer.max_steps to train on"
     )
 
 
-SHORT_CLI = ["trainer.max_steps=40", "trainer.eval_interval=20", "trainer.ckpt_interval=20", "trainer.eval_iters=2",
-             "trainer.sample_tokens=5", "model.block_size=16", "model.d_model=32", "trainer.batch_size=8"]  # fmt: skip
+SHORT_CLI = [
+    "trainer.max_steps=40",
+    "trainer.eval_interval=20",
+    "trainer.ckpt_interval=20",
+    "trainer.eval_iters=2",
+    "trainer.sample_tokens=5",
+    "model.block_size=16",
+    "model.d_model=32",
+    "trainer.batch_size=8",
+]
 
 
 @pytest.mark.slow
@@ -138,8 +147,10 @@ def test_a_full_disk_during_a_checkpoint_ends_in_one_line_naming_what_is_still_s
     monkeypatch.setattr(torch, "save", full_disk)
     run = tmp_path / "run"
     error = run_train(monkeypatch, *SHORT_CLI, f"hydra.run.dir={run}", f"data.cache_dir={cache_dir}")
-    assert re.fullmatch(rf"error: {run}/(best|last)\.pt: cannot be written \({re.escape(reason)}\); "
-                        + re.escape(kept.format(run=run)), error), error  # fmt: skip
+    assert re.fullmatch(
+        rf"error: {run}/(best|last)\.pt: cannot be written \({re.escape(reason)}\); " + re.escape(kept.format(run=run)),
+        error,
+    ), error
     if after:
         assert torch.load(run / "last.pt", weights_only=True)["step"] == 20
 

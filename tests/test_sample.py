@@ -3,7 +3,7 @@ import sys
 import pytest
 
 import sample
-from test_train import short_run
+from conftest import short_run
 from trainer.cli import run_with_one_line_errors
 
 pytestmark = pytest.mark.slow

@@ -1,40 +1,19 @@
 import subprocess
-import time
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import open_dict
-from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 
 import train
-from conftest import ROOT, compose_config
-from trainer.config import to_train_config
+from conftest import ROOT, SHORT, curve, events, short_run
 
 pytestmark = pytest.mark.slow
-
-SHORT = ["trainer.max_steps=60", "trainer.eval_interval=30", "trainer.eval_iters=4", "trainer.log_interval=10",
-         "trainer.batch_size=16", "trainer.sample_tokens=40", "model.block_size=32", "model.d_model=64",
-         "optim.warmup_steps=10"]  # fmt: skip
-
-
-def short_run(run_dir: Path, cache_dir: Path, *overrides: str) -> dict[str, float]:
-    run_dir.mkdir(parents=True, exist_ok=True)
-    config = to_train_config(compose_config(*SHORT, f"data.cache_dir={cache_dir}", *overrides))
-    return train.train(config, run_dir)
-
-
-def events(run_dir: Path) -> EventAccumulator:
-    accumulator = EventAccumulator(str(run_dir), size_guidance={"scalars": 0, "tensors": 0})
-    accumulator.Reload()
-    return accumulator
-
-
-def curve(accumulator: EventAccumulator, tag: str) -> list[tuple[int, float]]:
-    return [(event.step, event.value) for event in accumulator.Scalars(tag)]
 
 
 @pytest.fixture(scope="module")
@@ -72,8 +51,10 @@ def test_run_logs_its_sample_and_its_hyperparameters(run_dir):
     experiment = HParamsPluginData.FromString(hparams["_hparams_/experiment"]).experiment
     # Outside a sweep and with nothing set: the lesson's switches, listed first, the headline metrics first.
     assert [(info.name, info.differs) for info in experiment.hparam_infos] == [
-        ("model.scale", True), ("model.causal", True), ("model.d_k", True)
-    ]  # fmt: skip
+        ("model.scale", True),
+        ("model.causal", True),
+        ("model.d_k", True),
+    ]
     assert [info.name.tag for info in experiment.metric_infos][:2] == ["val/loss", "val/loss_causal"]
     session = HParamsPluginData.FromString(hparams["_hparams_/session_start_info"]).session_start_info
     assert session.hparams["model.scale"].string_value == "true"  # a word, not 1.0
@@ -97,8 +78,11 @@ def test_unmasked_model_reads_the_answer_and_its_loss_collapses(tmp_path, cache_
 def test_cli_run_writes_hydra_files_log_and_events_into_its_run_dir(tmp_path, cache_dir):
     result = subprocess.run(
         [sys.executable, "train.py", *SHORT, f"data.cache_dir={cache_dir}", f"hydra.run.dir={tmp_path}"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     assert (tmp_path / ".hydra" / "config.yaml").exists()
     log = (tmp_path / "train.log").read_text()
@@ -108,10 +92,22 @@ def test_cli_run_writes_hydra_files_log_and_events_into_its_run_dir(tmp_path, ca
 
 def test_cli_multirun_gives_each_job_its_own_run(tmp_path, cache_dir):
     result = subprocess.run(
-        [sys.executable, "train.py", "-m", "model.scale=true,false", *SHORT, "trainer.max_steps=10",
-         "trainer.eval_interval=10", f"data.cache_dir={cache_dir}", f"hydra.sweep.dir={tmp_path}"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "train.py",
+            "-m",
+            "model.scale=true,false",
+            *SHORT,
+            "trainer.max_steps=10",
+            "trainer.eval_interval=10",
+            f"data.cache_dir={cache_dir}",
+            f"hydra.sweep.dir={tmp_path}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     for job, scale in (("0", "True"), ("1", "False")):
         (job_dir,) = tmp_path.glob(f"{job}_*")  # named by its number and its overrides
@@ -135,8 +131,11 @@ def test_evaluation_time_is_left_out_of_throughput(tmp_path, cache_dir, monkeypa
 
 def test_main_returns_the_loss_with_the_mask_on_so_a_sweeper_never_prefers_a_leaky_run(tmp_path, cache_dir):
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
-        cfg = compose("train", [*SHORT, "trainer.max_steps=30", "model.causal=false", f"data.cache_dir={cache_dir}"],
-                      return_hydra_config=True)  # fmt: skip
+        cfg = compose(
+            "train",
+            [*SHORT, "trainer.max_steps=30", "model.causal=false", f"data.cache_dir={cache_dir}"],
+            return_hydra_config=True,
+        )
     cfg.hydra.runtime.output_dir = str(tmp_path)  # what Hydra sets when it starts the job
     HydraConfig.instance().set_config(cfg)
     with open_dict(cfg):

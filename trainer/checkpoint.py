@@ -1,5 +1,5 @@
-"""Checkpoints: everything a run needs to continue exactly, written atomically, read back without running code;
-and resuming: which checkpoint a `trainer.resume` names, and which settings a resume may change.
+"""Checkpoints: everything a run needs to continue exactly, written atomically, read back without running code.
+Which checkpoint a run resumes from, and with which settings, is trainer/resume.py's.
 
 A checkpoint holds only tensors and plain Python containers, so `torch.load(..., weights_only=True)` reads it;
 it is written to a temporary file in the same directory, flushed to disk, then renamed over the old one, so a
@@ -8,28 +8,21 @@ kill at any instant leaves the previous checkpoint whole.
 
 import os
 import random
-import re
-import shlex
 import uuid
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
 import torch
-from omegaconf import DictConfig, OmegaConf
 
 from model import ModelConfig, TinyLM
-from trainer.config import ConfigError, TrainConfig, plain_config, to_train_config, to_typed
+from trainer.config import TrainConfig, plain_config, to_typed
 from trainer.distributed import Ranks
 
-FORMAT = "tinylm-checkpoint-1"
+CHECKPOINT_FORMAT = "tinylm-checkpoint-1"
 LAST, BEST = "last.pt", "best.pt"
-AUTO = "auto"  # trainer.resume=auto: resume from the run directory's last.pt if there is one, else start fresh
 KEYS = {"format", "step", "config", "model", "optimizer", "rng", "loss_sum", "best_val", "tokenizer"}
-# A resume continues the same run; besides trainer.resume itself, only these may differ from the checkpoint's settings.
-RESUMABLE = ["trainer.max_steps", "trainer.ckpt_interval", "trainer.device", "trainer.sample_tokens", "data.cache_dir"]
 
 
 class CheckpointError(Exception):
@@ -88,8 +81,8 @@ def load_checkpoint(path: Path) -> dict:
         state = torch.load(path, map_location="cpu", weights_only=True)  # never unpickles code
     except Exception as error:  # truncated, random bytes, a pickle of arbitrary objects: all refused alike
         raise CheckpointError(f"{path}: not a tinylm checkpoint ({load_failure(error)})") from None
-    if not isinstance(state, dict) or state.get("format") != FORMAT or not KEYS <= state.keys():
-        raise CheckpointError(f"{path}: not a tinylm checkpoint (format {FORMAT} expected)")
+    if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT or not KEYS <= state.keys():
+        raise CheckpointError(f"{path}: not a tinylm checkpoint (format {CHECKPOINT_FORMAT} expected)")
     try:
         TinyLM(model_config(state)).load_state_dict(state["model"])
     except Exception as error:
@@ -117,7 +110,7 @@ def checkpoint_state(step: int, config: TrainConfig, ranks: Ranks, **parts) -> d
     """A checkpoint's contents: `parts` are model, optimizer, loss_sum, best_val, tokenizer (as plain values) and
     batch_generator, whose state joins this process's other random states; every rank's are gathered."""
     rng = ranks.gather(rng_states(parts.pop("batch_generator")))
-    return {"format": FORMAT, "step": step, "config": plain_config(config), "rng": rng, **parts}
+    return {"format": CHECKPOINT_FORMAT, "step": step, "config": plain_config(config), "rng": rng, **parts}
 
 
 def rng_states(batch_generator: torch.Generator) -> dict:
@@ -125,11 +118,16 @@ def rng_states(batch_generator: torch.Generator) -> dict:
     return {
         "torch": torch.get_rng_state(),
         "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-        "numpy": {**numpy_state, "state": {"key": torch.from_numpy(numpy_state["state"]["key"].astype(np.int64)),
-                                           "pos": numpy_state["state"]["pos"]}},
+        "numpy": {
+            **numpy_state,
+            "state": {
+                "key": torch.from_numpy(numpy_state["state"]["key"].astype(np.int64)),
+                "pos": numpy_state["state"]["pos"],
+            },
+        },
         "python": random.getstate(),
         "batches": batch_generator.get_state(),  # the generator that draws the training windows
-    }  # fmt: skip
+    }
 
 
 def restore_rng_states(states: dict, batch_generator: torch.Generator) -> None:
@@ -144,65 +142,9 @@ def restore_rng_states(states: dict, batch_generator: torch.Generator) -> None:
     batch_generator.set_state(states["batches"])
 
 
-# Resuming.
-
-
-def run_dir_of(resume: str) -> Path:
-    """The run directory that trainer.resume names: the directory itself, or the one holding the checkpoint file."""
-    path = Path(resume).expanduser()
-    return path if path.is_dir() else path.parent
-
-
 def checkpoint_path(name: str, setting: str = "trainer.resume") -> Path:
     """The checkpoint that `setting` names: a run directory (its last.pt) or a checkpoint file."""
     path = Path(name).expanduser()
     if not path.exists():
         raise CheckpointError(f"{setting}={name}: no such run directory or checkpoint file")
     return path / LAST if path.is_dir() else path
-
-
-def checkpoint_to_resume(resume: Optional[str], run_dir: Path) -> Optional[Path]:
-    """The checkpoint a run continues from, or None for a fresh run: trainer.resume=auto takes the run directory's
-    own last.pt when there is one (a requeued cluster job goes on), and otherwise starts fresh."""
-    if resume == AUTO:
-        return run_dir / LAST if (run_dir / LAST).exists() else None
-    return checkpoint_path(resume) if resume else None
-
-
-def resume_override(run_dir: Path) -> str:
-    """`trainer.resume=RUN_DIR` as one shell word that Hydra parses back to the same path: a sweep job's directory
-    (1_model.causal=False) holds characters Hydra's override grammar reads as syntax unless quoted."""
-    value = str(run_dir)
-    if not re.fullmatch(r"[\w./~@+-]+", value):
-        value = '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    return shlex.quote(f"trainer.resume={value}")
-
-
-def resumed_config(saved: dict, cfg: DictConfig, overrides: list[str], step: int) -> TrainConfig:
-    """The checkpoint's settings `saved`, with the command line's `overrides` of the RESUMABLE keys applied.
-
-    An override of any other key that differs from the saved value is refused, naming the keys.
-    """
-    given = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))
-    resumed = OmegaConf.create(saved)
-    refused = []
-    for key in sorted({override.split("=", 1)[0].lstrip("+~") for override in overrides}):
-        if key.startswith("hydra"):
-            continue
-        if key in RESUMABLE or key == "trainer.resume":
-            OmegaConf.update(resumed, key, OmegaConf.select(given, key))
-        elif OmegaConf.select(given, key) != OmegaConf.select(resumed, key):
-            refused.append(key)
-    if refused:
-        raise ConfigError(
-            f"trainer.resume: {', '.join(refused)} cannot change when a run resumes (its settings come from the "
-            f"checkpoint); only {', '.join(RESUMABLE)} can. Start a new run to change them"
-        )
-    resumed.model.vocab_size = None  # set again from the tokenizer, as in a new run
-    config = to_train_config(resumed)
-    if config.trainer.max_steps <= step:
-        raise ConfigError(
-            f"trainer.max_steps={config.trainer.max_steps}: the run being resumed is at step {step} already; "
-            f"raise trainer.max_steps to train on"
-        )
-    return config

@@ -65,8 +65,10 @@ def os_error(error: OSError) -> str:
 
 def one_line(error: Exception) -> str:
     if isinstance(error, OverrideParseException):
-        return (f"{error.override}: Hydra cannot parse this override; quote a value that has spaces or other "
-                f"characters, e.g. 'prompt=\"ROMEO: é\"'")  # fmt: skip
+        return (
+            f"{error.override}: Hydra cannot parse this override; quote a value that has spaces or other "
+            f"characters, e.g. 'prompt=\"ROMEO: é\"'"
+        )
     cause = error.__cause__
     if isinstance(cause, OmegaConfBaseException) and cause.full_key:
         # "model.d_kk: Key 'd_kk' not in 'ModelConfig'", rather than Hydra's four lines about it

@@ -47,7 +47,7 @@ class TrainerConfig:
     log_interval: int = 50  # train/loss, train/lr and perf/tokens_per_sec every this many steps
     seed: int = 1337
     device: str = "auto"  # auto picks cuda, then mps, then cpu
-    sample_tokens: int = 500  # generated at the end, into the log and TensorBoard
+    sample_tokens: int = 500  # generated at every evaluation into TensorBoard, and at the end into the log
     precision: Precision = Precision.fp32  # bf16: autocast matmuls to bfloat16 (for GPUs that have it)
     compile: bool = False  # torch.compile the model: slower start, faster steps on a GPU
     ckpt_interval: int = 500  # write last.pt every this many steps (and at the end); best.pt at each new best val loss
@@ -90,9 +90,21 @@ def to_typed(schema: type, values: dict) -> object:
         raise ConfigError(f"{error.full_key}: {problem}" if error.full_key else problem) from error
 
 
-POSITIVE = ["model.block_size", "model.d_model", "model.d_k", "model.d_v", "model.n_layer", "optim.lr",
-            "trainer.max_steps", "trainer.batch_size", "trainer.grad_accum_steps", "trainer.eval_interval", "trainer.eval_iters",
-            "trainer.log_interval", "trainer.ckpt_interval"]  # fmt: skip
+POSITIVE = [
+    "model.block_size",
+    "model.d_model",
+    "model.d_k",
+    "model.d_v",
+    "model.n_layer",
+    "optim.lr",
+    "trainer.max_steps",
+    "trainer.batch_size",
+    "trainer.grad_accum_steps",
+    "trainer.eval_interval",
+    "trainer.eval_iters",
+    "trainer.log_interval",
+    "trainer.ckpt_interval",
+]
 NOT_NEGATIVE = [
     "model.softcap",
     "optim.min_lr",
@@ -106,16 +118,26 @@ BELOW_ONE = ["model.dropout", "optim.beta1", "optim.beta2"]  # and not negative
 
 def float_keys(config: TrainConfig) -> list[str]:
     """Every setting of type float, e.g. "optim.lr"."""
-    return [f"{group.name}.{setting.name}" for group in fields(config)
-            for setting in fields(getattr(config, group.name)) if setting.type is float]  # fmt: skip
+    return [
+        f"{group.name}.{setting.name}"
+        for group in fields(config)
+        for setting in fields(getattr(config, group.name))
+        if setting.type is float
+    ]
 
 
 def check_values(config: TrainConfig) -> None:
     """The ranges that types cannot express; one ConfigError names every bad key."""
-    value = lambda key: attrgetter(key)(config)  # noqa: E731
+
+    def value(key: str) -> object:
+        return attrgetter(key)(config)
+
     nonfinite = [key for key in float_keys(config) if not math.isfinite(value(key))]
     problems = [(key, "must be a finite number") for key in nonfinite]
-    finite = lambda keys: [key for key in keys if key not in nonfinite]  # noqa: E731  # one problem per key
+
+    def finite(keys: list[str]) -> list[str]:
+        return [key for key in keys if key not in nonfinite]  # one problem per key
+
     problems += [(key, "must be positive") for key in finite(POSITIVE) if value(key) <= 0]
     problems += [(key, "must not be negative") for key in finite(NOT_NEGATIVE) if value(key) < 0]
     problems += [(key, "must be at least 0 and below 1") for key in finite(BELOW_ONE) if not 0 <= value(key) < 1]

@@ -81,9 +81,14 @@ def probe_windows(val_tokens: np.ndarray, block_size: int, seed: int, device: to
 
 @torch.no_grad()
 def log_attention(
-    writer: SummaryWriter, model: TinyLM, windows: Tensor, tokenizer: Tokenizer, step: int, label: str = "",
+    writer: SummaryWriter,
+    model: TinyLM,
+    windows: Tensor,
+    tokenizer: Tokenizer,
+    step: int,
+    label: str = "",
     draw: Callable[[Callable[[], None]], object] = lambda job: job(),
-) -> None:  # fmt: skip
+) -> None:
     """Each layer's statistics (attn/...), a histogram of its scores (attn/logits) and, as an image titled with
     `label` and the step, its weights on the first window's first PATTERN_TOKENS tokens (attn/pattern), all through
     the reference path. `draw` runs the drawing of each image: here and now by default; the recorder hands it to a
@@ -91,9 +96,9 @@ def log_attention(
     was_training = model.training
     model.eval()
     results, pattern_results = [], []
-    model(windows, record=results)
+    model(windows, capture=results)
     snippet = windows[0, :PATTERN_TOKENS]
-    model(snippet[None], record=pattern_results)  # on its own, so even unmasked rows weigh only the keys shown
+    model(snippet[None], capture=pattern_results)  # on its own, so even unmasked rows weigh only the keys shown
     model.train(was_training)
 
     labels = token_labels(tokenizer, snippet.tolist())

@@ -87,7 +87,7 @@ class Ranks:
         if self.main:
             self.barrier()
 
-    def check_replicas(self, model: torch.nn.Module) -> None:
+    def log_replica_agreement(self, model: torch.nn.Module) -> None:
         """Log whether every rank holds bit-identical weights, as data-parallel training must keep them."""
         if not self.distributed:
             return
@@ -96,8 +96,11 @@ class Ranks:
             digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
         agree = len(set(self.gather(digest.hexdigest()))) == 1
         report = log.info if agree else log.error
-        report("weights after the last step: %s on all %d processes", "identical" if agree else "NOT identical",
-               self.world_size)  # fmt: skip
+        report(
+            "weights after the last step: %s on all %d processes",
+            "identical" if agree else "NOT identical",
+            self.world_size,
+        )
 
     def mean(self, values: dict[str, float]) -> dict[str, float]:
         """The mean over ranks of each value, e.g. the losses each rank estimated on its own batches."""

@@ -12,9 +12,14 @@ from trainer.step import autocast
 
 @torch.no_grad()
 def estimate_loss(
-    model: TinyLM, splits: dict[str, np.ndarray], batch_size: int, iters: int, seed: int, device: torch.device,
+    model: TinyLM,
+    splits: dict[str, np.ndarray],
+    batch_size: int,
+    iters: int,
+    seed: int,
+    device: torch.device,
     precision: Precision = Precision.fp32,
-) -> dict[str, float]:  # fmt: skip
+) -> dict[str, float]:
     """Mean loss per split over `iters` batches. A fixed seed keeps the batches, and so the curves, comparable.
 
     Also "val_causal": the val loss on the same batches with the causal mask forced on, the figure a model

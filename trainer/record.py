@@ -13,8 +13,6 @@ from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 
-from hydra.core.override_parser.overrides_parser import OverridesParser
-from omegaconf import OmegaConf
 from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 from torch.utils.tensorboard import SummaryWriter
 from torch.utils.tensorboard.summary import hparams
@@ -22,22 +20,23 @@ from tqdm import tqdm
 
 from trainer.config import TrainConfig, plain_config
 from trainer.diagnostics import log_attention, log_grad_norms
-from trainer.run import Run
+from trainer.overrides import keys_varied_by_sweep, naming_overrides, override_key, read_overrides
+from trainer.run import TrainingRun
 from trainer.tags import FINAL_TAGS, LAYOUT
 
 log = logging.getLogger("tinylm")
 
 
 class Recorder:
-    def __init__(self, run: Run, run_dir: Path, resumed: bool):
+    def __init__(self, run: TrainingRun, run_dir: Path, resumed: bool):
         self.run = run
         # A resumed run drops whatever the killed one logged after its checkpoint: no step appears twice.
         self.writer = SummaryWriter(run_dir, purge_step=run.step + 1 if resumed else None)
         if not resumed:
             self.writer.add_custom_scalars(LAYOUT)
-        self.overrides = job_overrides(run_dir)
+        self.overrides = naming_overrides(read_overrides(run_dir))  # paths and presets left out
         # The HParams columns: the keys a sweep varies; outside a sweep, what the command line set, or the switches.
-        self.hparams = swept_keys(run_dir) or [override_key(item) for item in self.overrides] or SWITCHES
+        self.hparams = keys_varied_by_sweep(run_dir) or [override_key(item) for item in self.overrides] or SWITCHES
         values = flatten(plain_config(run.config))
         self.label = " ".join(self.overrides) or " ".join(f"{key}={values[key]}" for key in SWITCHES)
         run.data.tokenizer.save(str(run_dir / "tokenizer.json"))
@@ -88,8 +87,15 @@ class Recorder:
         self.writer.add_scalar("train/loss_eval", losses["train"], step)
         self.writer.add_scalar("val/loss", losses["val"], step)
         self.writer.add_scalar("val/loss_causal", losses["val_causal"], step)  # what a leaky model really knows
-        log_attention(self.writer, self.run.model, self.run.probe, self.run.data.tokenizer, step, self.label,
-                      lambda job: self.drawn.append(self.drawing.submit(job)))  # fmt: skip
+        log_attention(
+            self.writer,
+            self.run.model,
+            self.run.probe,
+            self.run.data.tokenizer,
+            step,
+            self.label,
+            lambda job: self.drawn.append(self.drawing.submit(job)),
+        )
         self.writer.add_text("sample", sample_markdown(self.run.sample(), f"step {step} · {self.label}"), step)
 
     def flush(self) -> None:
@@ -140,42 +146,19 @@ class NullRecorder:
 def tensorboard_command(logdir: Path) -> str:
     """How to open TensorBoard on the lesson's charts: Custom Scalars puts both losses of every run on one chart,
     unsmoothed (the curves have few points), with every attention-pattern image kept."""
-    return (f"tensorboard --logdir {shlex.quote(str(logdir))} --samples_per_plugin images=1000, then open "
-            "http://localhost:6006/#custom_scalars&_smoothingWeight=0")  # fmt: skip
+    return (
+        f"tensorboard --logdir {shlex.quote(str(logdir))} --samples_per_plugin images=1000, then open "
+        "http://localhost:6006/#custom_scalars&_smoothingWeight=0"
+    )
 
 
-def recorder(run: Run, run_dir: Path, resumed: bool) -> Recorder | NullRecorder:
+def recorder_for(run: TrainingRun, run_dir: Path, resumed: bool) -> Recorder | NullRecorder:
+    """Rank 0's Recorder; a NullRecorder on the other ranks."""
     return Recorder(run, run_dir, resumed) if run.ranks.main else NullRecorder()
 
 
-# Not job names: paths, and what every job of a sweep shares (the sweep directory names the preset).
-UNNAMED = ("+experiment", "experiment", "data.path", "data.cache_dir", "data.name", "trainer.resume", "hydra")
 # What the HParams tab shows of a run that is not part of a sweep and sets nothing: the lesson's switches.
 SWITCHES = ["model.scale", "model.causal", "model.d_k"]
-OVERRIDES = OverridesParser.create()
-
-
-def job_overrides(run_dir: Path) -> list[str]:
-    """What the command line set for this run (Hydra's overrides.yaml), paths and presets left out."""
-    path = run_dir / ".hydra" / "overrides.yaml"
-    overrides = [str(item) for item in OmegaConf.load(path)] if path.exists() else []
-    return [item for item in overrides if not override_key(item).startswith(UNNAMED)]
-
-
-def override_key(override: str) -> str:
-    return override.lstrip("+~").split("=")[0]
-
-
-def swept_keys(run_dir: Path) -> list[str]:
-    """The keys the sweep this run is a job of varies, from the sweep's multirun.yaml: a preset's sweeper params and
-    the command line's sweeps (a=1,2); [] for a run outside a sweep."""
-    path = run_dir.parent / "multirun.yaml"
-    if not path.exists():
-        return []
-    hydra = OmegaConf.load(path).hydra
-    swept = [override.key_or_group for override in OVERRIDES.parse_overrides(list(hydra.overrides.task))
-             if override.is_sweep_override()]  # fmt: skip
-    return list(dict.fromkeys([*swept, *(hydra.sweeper.get("params") or {})]))
 
 
 def sample_markdown(text: str, header: str) -> str:
@@ -195,8 +178,11 @@ def log_hparams(writer: SummaryWriter, config: TrainConfig, keys: list[str], met
     Written through the writer's own file writer: `add_hparams` would open a second run directory.
     """
     settings = flatten(plain_config(config))
-    shown = {key: str(settings[key]).lower() if isinstance(settings[key], bool) else settings[key]
-             for key in keys if key in settings}  # fmt: skip
+    shown = {
+        key: str(settings[key]).lower() if isinstance(settings[key], bool) else settings[key]
+        for key in keys
+        if key in settings
+    }
     experiment, session_start, session_end = hparams(shown, {tag: 0.0 for tag in metric_tags})  # values unused
     plugin_data = experiment.value[0].metadata.plugin_data
     content = HParamsPluginData.FromString(plugin_data.content)

@@ -1,4 +1,4 @@
-"""Building a run: its data, model, optimizer and training state, fresh or as a checkpoint left them.
+"""Building a run: its data, model, optimizer and training state (TrainingRun), fresh or as a checkpoint left them.
 
 bench.py builds its models with the same build_model, so it measures what train.py trains.
 """
@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from typing import Optional
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel
 
 from data import DataError, TokenData, check_fits, get_batch, prepare_tokens
@@ -20,21 +20,21 @@ from trainer.config import ConfigError, TrainConfig
 from trainer.diagnostics import probe_windows
 from trainer.distributed import Ranks, allow_tf32
 from trainer.optim import make_optimizer
-from trainer.step import check_precision, grad_scaler
+from trainer.step import TrainStep, check_precision, grad_scaler
 
 log = logging.getLogger("tinylm")
 
 
 @dataclass
-class Run:
+class TrainingRun:
+    """A run being trained: what the loop reads and changes (summary/runs.py's Run is a finished one read back)."""
+
     config: TrainConfig  # with model.vocab_size set from the tokenizer
     ranks: Ranks
     data: TokenData
     model: TinyLM
-    step_model: nn.Module  # what a training step calls: the model, or under torchrun its DistributedDataParallel
-    optimizer: torch.optim.Optimizer
+    train_step: TrainStep  # the optimizer, the loss scaler, and under torchrun the DistributedDataParallel wrap
     batch_generator: torch.Generator  # draws this rank's training windows
-    scaler: torch.amp.GradScaler  # loss scaling for float16 training; disabled otherwise
     step: int  # the last step finished: 0 for a fresh run
     best_val: float  # the lowest validation loss so far
     loss_sum: Tensor  # the training losses since the last log step, summed on the device
@@ -43,8 +43,9 @@ class Run:
 
     def batch(self) -> tuple[Tensor, Tensor]:
         settings = self.config.trainer
-        return get_batch(self.data.train, settings.batch_size, self.config.model.block_size, self.batch_generator,
-                         self.ranks.device)  # fmt: skip
+        return get_batch(
+            self.data.train, settings.batch_size, self.config.model.block_size, self.batch_generator, self.ranks.device
+        )
 
     def sample(self) -> str:
         """What the model writes after a line break, the same draw at every call."""
@@ -55,11 +56,17 @@ class Run:
     def state(self) -> dict:
         """Everything a checkpoint holds, for the step just finished; every rank calls it."""
         return checkpoint_state(
-            self.step, self.config, self.ranks, model=self.model.state_dict(), optimizer=self.optimizer.state_dict(),
-            batch_generator=self.batch_generator, scaler=self.scaler.state_dict(), loss_sum=self.loss_sum.detach().cpu(),
+            self.step,
+            self.config,
+            self.ranks,
+            model=self.model.state_dict(),
+            optimizer=self.train_step.optimizer.state_dict(),
+            batch_generator=self.batch_generator,
+            scaler=self.train_step.scaler.state_dict(),
+            loss_sum=self.loss_sum.detach().cpu(),
             best_val=self.best_val,
             tokenizer=self.data.tokenizer.to_str(),
-        )  # fmt: skip
+        )
 
 
 def build_model(config: TrainConfig, device: torch.device) -> tuple[TinyLM, torch.optim.Optimizer]:
@@ -75,7 +82,7 @@ def build_model(config: TrainConfig, device: torch.device) -> tuple[TinyLM, torc
     return model, optimizer
 
 
-def build_run(config: TrainConfig, ranks: Ranks, checkpoint: Optional[dict] = None) -> Run:
+def build_run(config: TrainConfig, ranks: Ranks, checkpoint: Optional[dict] = None) -> TrainingRun:
     """A run as `config` says, from the start or from `checkpoint`, on this rank's device."""
     settings, device = config.trainer, ranks.device
     started = time.perf_counter()
@@ -86,13 +93,20 @@ def build_run(config: TrainConfig, ranks: Ranks, checkpoint: Optional[dict] = No
         raise DataError("trainer.resume: the training text or tokenizer changed since the checkpoint was written")
     log.info(
         "data: %s train and %s val tokens, vocabulary %d (%s %s in %.1fs)",
-        f"{len(data.train):,}", f"{len(data.val):,}", data.tokenizer.get_vocab_size(),
-        "tokenized into" if data.built else "read from", data.path, time.perf_counter() - started,
-    )  # fmt: skip
+        f"{len(data.train):,}",
+        f"{len(data.val):,}",
+        data.tokenizer.get_vocab_size(),
+        "tokenized into" if data.built else "read from",
+        data.path,
+        time.perf_counter() - started,
+    )
 
     if config.optim.warmup_steps > settings.max_steps:
-        log.warning("optim.warmup_steps=%d is longer than the run: the learning rate rises over all %d steps",
-                    config.optim.warmup_steps, settings.max_steps)  # fmt: skip
+        log.warning(
+            "optim.warmup_steps=%d is longer than the run: the learning rate rises over all %d steps",
+            config.optim.warmup_steps,
+            settings.max_steps,
+        )
     config = replace(config, model=replace(config.model, vocab_size=data.tokenizer.get_vocab_size()))
     model, optimizer = build_model(config, device)
     batch_generator = torch.Generator().manual_seed(ranks.seed(settings.seed))  # each rank its own batches
@@ -102,18 +116,25 @@ def build_run(config: TrainConfig, ranks: Ranks, checkpoint: Optional[dict] = No
         step, best_val, loss_sum = restore(checkpoint, model, optimizer, batch_generator, scaler, ranks)
         log.info("resumed from step %d", step)
     # DistributedDataParallel averages the ranks' gradients in backward; one process trains the model itself.
-    step_model = DistributedDataParallel(model) if ranks.distributed else model
+    train_step = TrainStep.of(config, DistributedDataParallel(model) if ranks.distributed else model, optimizer, scaler)
     log.info(
         "model: %s parameters on %s%s, threads=%d; scale=%s causal=%s d_k=%d qk_init=%s qk_norm=%s softcap=%g",
-        f"{sum(p.numel() for p in model.parameters()):,}", device,
-        f" x {ranks.world_size} processes" if ranks.distributed else "", torch.get_num_threads(),
-        config.model.scale, config.model.causal, config.model.d_k, config.model.qk_init.name, config.model.qk_norm,
+        f"{sum(p.numel() for p in model.parameters()):,}",
+        device,
+        f" x {ranks.world_size} processes" if ranks.distributed else "",
+        torch.get_num_threads(),
+        config.model.scale,
+        config.model.causal,
+        config.model.d_k,
+        config.model.qk_init.name,
+        config.model.qk_norm,
         config.model.softcap,
-    )  # fmt: skip
+    )
     probe = probe_windows(data.val, config.model.block_size, settings.seed + 2, device)
     prompt = torch.tensor([data.tokenizer.encode("\n").ids], device=device)
-    return Run(config, ranks, data, model, step_model, optimizer, batch_generator, scaler, step, best_val,
-               loss_sum.to(device), probe, prompt)  # fmt: skip
+    return TrainingRun(
+        config, ranks, data, model, train_step, batch_generator, step, best_val, loss_sum.to(device), probe, prompt
+    )
 
 
 def restore(

@@ -14,7 +14,7 @@ from typing import Optional
 
 from omegaconf import OmegaConf
 
-from trainer.checkpoint import AUTO, run_dir_of
+from trainer.resume import AUTO, run_dir_of
 
 LOCK = ".train.lock"
 

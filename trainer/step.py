@@ -1,14 +1,15 @@
-"""One optimizer step, shared by train.py and bench.py, and the autocast context it and evaluation run in."""
+"""One optimizer step (TrainStep), shared by train.py and bench.py; the autocast context it and evaluation run in."""
 
 import contextlib
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel
 
 from model import TinyLM
-from trainer.config import ConfigError, Precision
+from trainer.config import ConfigError, Precision, TrainConfig
 
 HALF = {Precision.bf16: torch.bfloat16, Precision.fp16: torch.float16}
 NO_SCALING = torch.amp.GradScaler("cpu", enabled=False)  # disabled, it passes every call straight through
@@ -38,37 +39,59 @@ def grad_scaler(device: torch.device, precision: Precision) -> torch.amp.GradSca
     return torch.amp.GradScaler(device.type, enabled=precision is Precision.fp16)
 
 
-def train_step(
-    model: TinyLM | DistributedDataParallel, optimizer: torch.optim.Optimizer, x: Tensor, y: Tensor, lr: float,
-    grad_clip: float, precision: Precision = Precision.fp32, on_gradients: Callable[[], None] | None = None,
-    micro_batches: int = 1, scaler: torch.amp.GradScaler = NO_SCALING,
-) -> Tensor:  # fmt: skip
-    """Forward, backward, clip, update; returns the batch loss, still on the device (reading it would sync).
+@dataclass
+class TrainStep:
+    """One optimizer step, built once with the run from the parts that stay fixed, called with what changes: the
+    batch, the learning rate and, at log steps, what reads the gradients. train.py and bench.py call the same one,
+    so the benchmark measures what trains.
 
-    The batch goes through in `micro_batches` equal parts, each loss divided by their number, so the summed
+    The batch goes through in `grad_accum_steps` equal parts, each loss divided by their number, so the summed
     gradients are the whole batch's while only one part's activations are in memory at a time. Under
-    DistributedDataParallel the ranks average gradients once, after the last part. `on_gradients()` runs between
-    backward and clipping, while the gradients are still the raw (unscaled) ones.
+    DistributedDataParallel (`model` is then the wrapper) the ranks average gradients once, after the last part.
     """
-    for group in optimizer.param_groups:
-        group["lr"] = lr
-    optimizer.zero_grad(set_to_none=True)
-    losses = []
-    for part, (part_x, part_y) in enumerate(zip(x.chunk(micro_batches), y.chunk(micro_batches))):
-        last = part == micro_batches - 1
-        syncing = (
-            contextlib.nullcontext() if last or not isinstance(model, DistributedDataParallel) else model.no_sync()
-        )
-        with syncing:
-            with autocast(x.device, precision):
-                loss = model(part_x, part_y)  # through forward, so that DistributedDataParallel averages the gradients
-            scaler.scale(loss / micro_batches).backward()
-        losses.append(loss.detach())
-    scaler.unscale_(optimizer)
-    if on_gradients is not None:
-        on_gradients()
-    if grad_clip > 0:
-        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-    scaler.step(optimizer)  # skipped when float16 gradients overflowed; the scale then shrinks
-    scaler.update()
-    return torch.stack(losses).mean()
+
+    model: TinyLM | DistributedDataParallel
+    optimizer: torch.optim.Optimizer
+    grad_clip: float  # max global gradient norm; 0: no clipping
+    precision: Precision = Precision.fp32
+    grad_accum_steps: int = 1
+    scaler: torch.amp.GradScaler = NO_SCALING  # loss scaling for float16 training; disabled otherwise
+
+    @classmethod
+    def of(
+        cls,
+        config: TrainConfig,
+        model: TinyLM | DistributedDataParallel,
+        optimizer: torch.optim.Optimizer,
+        scaler: torch.amp.GradScaler | None = None,
+    ) -> "TrainStep":
+        """The step `config` trains with; `scaler` defaults to a fresh one for the model's device."""
+        precision = config.trainer.precision
+        if scaler is None:
+            scaler = grad_scaler(next(model.parameters()).device, precision)
+        return cls(model, optimizer, config.optim.grad_clip, precision, config.trainer.grad_accum_steps, scaler)
+
+    def __call__(self, x: Tensor, y: Tensor, lr: float, on_gradients: Callable[[], None] | None = None) -> Tensor:
+        """Forward, backward, clip, update; returns the batch loss, still on the device (reading it would sync).
+        `on_gradients()` runs between backward and clipping, while the gradients are still the raw (unscaled) ones."""
+        model, optimizer, scaler, parts = self.model, self.optimizer, self.scaler, self.grad_accum_steps
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        optimizer.zero_grad(set_to_none=True)
+        losses, distributed = [], isinstance(model, DistributedDataParallel)
+        for part, (part_x, part_y) in enumerate(zip(x.chunk(parts), y.chunk(parts))):
+            last = part == parts - 1
+            syncing = model.no_sync() if distributed and not last else contextlib.nullcontext()
+            with syncing:
+                with autocast(x.device, self.precision):
+                    loss = model(part_x, part_y)  # through forward, so that DistributedDataParallel averages them
+                scaler.scale(loss / parts).backward()
+            losses.append(loss.detach())
+        scaler.unscale_(optimizer)
+        if on_gradients is not None:
+            on_gradients()
+        if self.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), self.grad_clip)
+        scaler.step(optimizer)  # skipped when float16 gradients overflowed; the scale then shrinks
+        scaler.update()
+        return torch.stack(losses).mean()

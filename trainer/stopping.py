@@ -8,8 +8,8 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from trainer.checkpoint import resume_override
 from trainer.distributed import Ranks
+from trainer.resume import resume_override
 
 
 class StopSignals:

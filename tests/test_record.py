@@ -1,0 +1,58 @@
+"""What the recorder writes, on a tiny run built but not trained: a maintainer adding a diagnostic or a logger
+changes trainer/record.py and this file."""
+
+import pytest
+
+from conftest import compose_config, curve, events
+from trainer.config import to_train_config
+from trainer.distributed import Ranks
+from trainer.record import SWITCHES, Recorder
+from trainer.run import build_run
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, cache_dir):
+    text = tmp_path_factory.mktemp("text") / "text.txt"
+    text.write_text("To be, or not to be, that is the question.\n" * 40)
+    settings = [
+        "data=text",
+        f"data.path={text}",
+        f"data.cache_dir={cache_dir}",
+        "model.block_size=16",
+        "model.d_model=16",
+        "model.d_k=16",
+        "model.d_v=16",
+        "trainer.max_steps=10",
+        "trainer.eval_interval=5",
+        "trainer.batch_size=4",
+        "trainer.sample_tokens=5",
+    ]
+    return build_run(to_train_config(compose_config(*settings)), Ranks())
+
+
+def test_a_training_window_is_logged_as_its_mean_loss_its_learning_rate_and_its_throughput(run, tmp_path):
+    with Recorder(run, tmp_path, resumed=False) as recorder:
+        recorder.training(step=10, lr=1e-3, steps=5, loss_sum=12.5)
+    recorded = events(tmp_path)
+    assert curve(recorded, "train/loss") == [(10, 2.5)]
+    assert curve(recorded, "train/lr") == [(10, pytest.approx(1e-3))]
+    assert curve(recorded, "perf/tokens_per_sec")[0][1] > 0
+
+
+def test_an_evaluation_is_logged_with_what_the_attention_does_and_a_sample(run, tmp_path):
+    with Recorder(run, tmp_path, resumed=False) as recorder:
+        recorder.evaluation(step=5, losses={"train": 3.0, "val": 3.5, "val_causal": 3.5})
+        recorder.flush()
+    recorded = events(tmp_path)
+    assert curve(recorded, "val/loss") == [(5, 3.5)] and curve(recorded, "val/loss_causal") == [(5, 3.5)]
+    assert curve(recorded, "train/loss_eval") == [(5, 3.0)] and "attn/entropy" in recorded.Tags()["scalars"]
+    assert recorded.Tensors("sample/text_summary")[0].step == 5
+
+
+def test_a_run_is_labelled_by_what_its_command_line_set_paths_and_presets_left_out(run, tmp_path):
+    (tmp_path / ".hydra").mkdir()
+    (tmp_path / ".hydra" / "overrides.yaml").write_text("- +experiment=leak\n- model.d_k=64\n- data.path=x.txt\n")
+    with Recorder(run, tmp_path, resumed=False) as recorder:
+        assert recorder.label == "model.d_k=64" and recorder.hparams == ["model.d_k"]
+    with Recorder(run, tmp_path / "plain", resumed=False) as recorder:  # nothing set: the lesson's switches
+        assert recorder.label == "model.scale=True model.causal=True model.d_k=16" and recorder.hparams == SWITCHES

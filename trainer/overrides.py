@@ -1,0 +1,67 @@
+"""Hydra's command-line overrides (`key=value`, `+key=value`, `~key`), parsed and named in one place: what a run's
+command line set (its .hydra/overrides.yaml), which of them name it, what a sweep varies, and one written back.
+
+The keys left out of a run's name are configs/train.yaml's own `hydra.job.config.override_dirname.exclude_keys`,
+the ones Hydra leaves out of a sweep job's directory name: the run's name and its directory's agree.
+"""
+
+import re
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import OmegaConf
+
+PARSER = OverridesParser.create()  # built once: it compiles Hydra's override grammar
+TRAIN_YAML = Path(__file__).resolve().parents[1] / "configs" / "train.yaml"
+
+
+def override_key(override: str) -> str:
+    """The key an override sets: "+model.d_k=64" -> "model.d_k", "~trainer.resume" -> "trainer.resume"."""
+    return override.lstrip("+~").split("=")[0]
+
+
+def override_values(overrides: list[str]) -> dict[str, Any]:
+    """The overrides as typed values, parsed as Hydra does: {"model.d_k": 64, "model.scale": False, ...}."""
+    return {override.key_or_group: override.value() for override in PARSER.parse_overrides(overrides)}
+
+
+def read_overrides(run_dir: Path) -> list[str]:
+    """What the command line set for the run in `run_dir` (Hydra's .hydra/overrides.yaml); [] for a run Hydra did
+    not start."""
+    path = run_dir / ".hydra" / "overrides.yaml"
+    return [str(item) for item in OmegaConf.load(path)] if path.exists() else []
+
+
+@cache
+def unnamed_keys() -> frozenset[str]:
+    """The keys that name no run: paths, and what every job of a sweep shares (the sweep directory names the
+    preset); read from configs/train.yaml, which tells Hydra to leave them out of a job's directory name."""
+    exclude_keys = OmegaConf.load(TRAIN_YAML).hydra.job.config.override_dirname.exclude_keys
+    return frozenset(exclude_keys)
+
+
+def naming_overrides(overrides: list[str]) -> list[str]:
+    """The overrides that name a run: all but those of unnamed_keys()."""
+    return [override for override in overrides if override_key(override) not in unnamed_keys()]
+
+
+def keys_varied_by_sweep(run_dir: Path) -> list[str]:
+    """The keys the sweep that the run in `run_dir` is a job of varies, from the sweep's multirun.yaml: a preset's
+    sweeper params and the command line's sweeps (a=1,2); [] for a run outside a sweep."""
+    path = run_dir.parent / "multirun.yaml"
+    if not path.exists():
+        return []
+    hydra = OmegaConf.load(path).hydra
+    overrides = PARSER.parse_overrides(list(hydra.overrides.task))
+    swept = [override.key_or_group for override in overrides if override.is_sweep_override()]
+    return list(dict.fromkeys([*swept, *(hydra.sweeper.get("params") or {})]))
+
+
+def override(key: str, value: str) -> str:
+    """`key=value` that Hydra parses back to the same `value`: one holding characters its override grammar reads as
+    syntax (a sweep job's directory, 1_model.causal=False) is quoted."""
+    if not re.fullmatch(r"[\w./~@+-]+", value):
+        value = '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return f"{key}={value}"
