@@ -30,7 +30,7 @@ from data.sources import Corpus, DataConfig, open_corpus
 from data.tokenfiles import map_tokens, write_tokens
 from data.tokenizer import TokenizerConfig, encode_chunks, token_dtype, train_tokenizer
 
-FORMAT = 2  # bump when the layout of a cache entry, the tokenization or the embedded corpus's conversion changes
+CACHE_FORMAT = 2  # bump when the layout of a cache entry, the tokenization or the embedded corpus's conversion changes
 FILES = ("train.npy", "val.npy", "tokenizer.json")
 
 log = logging.getLogger(__name__)
@@ -54,7 +54,7 @@ def cache_root(config: DataConfig) -> Path:
 def key_settings(corpus: Corpus, data: DataConfig, tokenizer: TokenizerConfig) -> dict:
     """Everything the entry's contents depend on."""
     return {
-        "format": FORMAT,
+        "format": CACHE_FORMAT,
         "val_fraction": data.val_fraction,
         "tokenizer": asdict(tokenizer),
         "text": corpus.identity,

@@ -10,7 +10,7 @@ from typing import Iterator, Optional
 
 from data.errors import DataError
 
-BLOCK_BYTES = 1 << 16  # read at once: memory stays bounded however long the file or its lines
+READ_BLOCK_BYTES = 1 << 16  # read at once: memory stays bounded however long the file or its lines
 
 
 def checked_paths(pattern: Optional[str]) -> list[str]:
@@ -44,7 +44,7 @@ def file_digest(path: str) -> str:
 
 
 def text_chunks(pattern: str, paths: list[str], digests: list[str]) -> Iterator[str]:
-    """The files' text in chunks of at most BLOCK_BYTES characters, joined on line breaks: a file that does not end
+    """The files' text in chunks of at most READ_BLOCK_BYTES characters, joined on line breaks: a file that does not end
     with one gets one before the next file begins. `digests` are the files' hashes (file_digest) when they were
     identified: a file whose bytes differ by the time it is read to its end is refused, so its cache entry
     holds the text its key names."""
@@ -65,7 +65,7 @@ def file_chunks(pattern: str, path: str, digest: str) -> Iterator[str]:
     holds_text = False
     with open(path, "rb") as file:
         while True:
-            block = file.read(BLOCK_BYTES)
+            block = file.read(READ_BLOCK_BYTES)
             held_back = len(decoder.getstate()[0])  # the start of a character cut by the previous block
             try:
                 chunk = lines.decode(block, final=not block)
