@@ -13,7 +13,7 @@ import pytest
 
 import trainer.cli
 from conftest import ROOT
-from data import DataConfig, Source, TokenizerConfig, prepare_tokens
+from data import DataConfig, DataError, Source, TokenizerConfig, load_text, prepare_tokens
 
 WORDS = "to be or not that is the question whether tis nobler in mind suffer slings arrows outrageous fortune".split()
 
@@ -83,3 +83,41 @@ def test_a_build_killed_outright_leaves_staging_that_the_next_build_removes(tmp_
     build_another("after.txt")
     assert not staging.exists()
     assert f"token cache: removed {staging}, left by a build that was killed" in caplog.text
+
+
+PNG = bytes.fromhex("89504e470d0a1a0a0000000d49484452000000010000000108020000009077")  # a PNG's first 32 bytes
+
+
+def test_a_png_given_as_text_is_called_a_png_image_not_text(tmp_path):
+    (tmp_path / "cat.png").write_bytes(PNG)
+    result = subprocess.run([sys.executable, "train.py", "data=text", f"data.path={tmp_path}/cat.png",
+                             f"data.cache_dir={tmp_path}/cache", f"hydra.run.dir={tmp_path}/run"],
+                            cwd=ROOT, capture_output=True, text=True, timeout=60)  # fmt: skip
+    path = tmp_path / "cat.png"
+    assert (result.returncode, result.stderr) == (
+        1,
+        f"error: data.path={path}: {path} is a PNG image, not text; give a text file (UTF-8)\n",
+    )
+
+
+CONTROL_BYTES = bytes(range(1, 9)) * 4 + b"\xfftext"  # no NUL, no magic number, and not UTF-8
+
+
+@pytest.mark.parametrize(
+    "content, problem",
+    [(b"PK\x03\x04" + bytes(40), "is a zip archive (as are .docx, .xlsx, .jar and torch's .pt files), not text"),
+     (b"\x1f\x8b\x08\x00" + bytes(20), "is gzip-compressed, not text"),
+     (b"%PDF-1.7\n\xe2\xe3\xcf\xd3\n", "is a PDF document, not text"),
+     (b"valid UTF-8, then a NUL:\x00 and more", "is binary data (a NUL byte at offset 24), not text"),
+     (CONTROL_BYTES, f"is binary data ({len(CONTROL_BYTES) - 5} of its first {len(CONTROL_BYTES)} bytes are control "
+                     "characters), not text"),
+     ("café\n".encode("utf-16"), "is not UTF-8 text (byte 0xff at offset 0); convert it first, e.g. iconv -f utf-16"),
+     ("café\n".encode("latin-1"), "is not UTF-8 text (byte 0xe9 at offset 3); convert it first, e.g. iconv -f latin1")],
+    ids=["zip", "gzip", "pdf", "nul", "control", "utf-16", "latin1"],
+)  # fmt: skip
+def test_the_bytes_of_a_file_that_is_not_utf8_say_what_it_is(tmp_path, content, problem):
+    path = tmp_path / "data.bin"
+    path.write_bytes(content)
+    with pytest.raises(DataError) as refused:
+        load_text(DataConfig(source=Source.text, path=str(path)))
+    assert str(refused.value).startswith(f"data.path={path}: {path} {problem}")
