@@ -5,6 +5,9 @@ python sample.py ckpt=outputs/DATE/TIME/best.pt prompt="ROMEO:" num_samples=3 ma
 """
 
 import math
+import os
+import signal
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -16,8 +19,8 @@ from omegaconf import DictConfig, OmegaConf
 from tokenizers import Tokenizer
 
 from data.tokenizer import UNKNOWN
-from model import TinyLM
-from trainer.checkpoint import checkpoint_path, load_checkpoint, model_config
+from model import ModelConfig, TinyLM
+from trainer.checkpoint import CheckpointError, checkpoint_path, load_checkpoint, model_config
 from trainer.cli import one_line_errors, run_with_one_line_errors
 from trainer.config import ConfigError, to_typed
 from trainer.distributed import pick_device
@@ -40,6 +43,7 @@ ConfigStore.instance().store(name="sample_schema", node=SampleConfig)  # the fir
 
 MAX_NEW_TOKENS = 100_000  # minutes of generation on a CPU; more is a typo, not a wish
 TEMPERATURES = (1e-3, 100.0)  # outside, the logits overflow or the softmax is uniform to float precision
+SEEDS = (-(2**63), 2**64 - 1)  # what torch.Generator.manual_seed takes
 
 
 def check_sample_config(config: SampleConfig) -> None:
@@ -57,6 +61,8 @@ def check_sample_config(config: SampleConfig) -> None:
         problems.append(f"max_new_tokens={config.max_new_tokens}: must be between 0 and {MAX_NEW_TOKENS}")
     if config.top_k is not None and config.top_k <= 0:
         problems.append(f"top_k={config.top_k}: must be positive")
+    if not SEEDS[0] <= config.seed <= SEEDS[1]:
+        problems.append(f"seed={config.seed}: must be between {SEEDS[0]} and {SEEDS[1]}")
     if problems:
         raise ConfigError("; ".join(problems))
 
@@ -75,6 +81,79 @@ def encode_prompt(tokenizer: Tokenizer, prompt: str) -> list[int]:
     return encoding.ids
 
 
+def generation_bytes(config: SampleConfig, prompt_tokens: int, model: ModelConfig) -> int:
+    """About the most memory generating takes at once: each sample's forward pass over its context (the logits
+    over the vocabulary, the MLP's activations, the attention scores), and the ids as they grow, twice while
+    torch.cat copies them, and once more as Python's list."""
+    context = min(model.block_size, prompt_tokens + config.max_new_tokens)
+    forward = 4 * context * (model.vocab_size + 4 * model.d_model + context)  # float32
+    ids = 3 * 8 * (prompt_tokens + config.max_new_tokens)
+    return config.num_samples * (forward + ids)
+
+
+def free_bytes(device: torch.device) -> Optional[int]:
+    """The memory `device` has free now; None where that cannot be read."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    try:
+        with open("/proc/meminfo") as meminfo:  # Linux; MemAvailable counts the page cache that can be freed
+            fields = dict(line.split(":", 1) for line in meminfo)
+        return int(fields["MemAvailable"].split()[0]) * 1024
+    except (OSError, KeyError, ValueError):
+        return None
+
+
+def check_memory(config: SampleConfig, prompt_tokens: int, model: ModelConfig, device: torch.device) -> None:
+    """Refuse, before any work, a num_samples whose generation cannot fit in the memory free now."""
+    needed, free = generation_bytes(config, prompt_tokens, model), free_bytes(device)
+    if free is not None and needed > free:
+        fits = free * config.num_samples // needed
+        raise ConfigError(
+            f"num_samples={config.num_samples}: generating them at once needs about {needed / 1e9:,.1f} GB on "
+            f"{device.type}, and {free / 1e9:,.1f} GB is free; lower num_samples (at most about {fits} fit), "
+            "or max_new_tokens"
+        )
+
+
+def generate(model: TinyLM, prompt: list[int], config: SampleConfig, device: torch.device) -> list[list[int]]:
+    """Each sample's ids, prompt first; what the estimate missed (memory that ran out, weights that give no
+    probabilities) becomes one line."""
+    try:
+        context = torch.tensor([prompt] * config.num_samples, device=device)
+        generator = torch.Generator(device).manual_seed(config.seed)
+        generated = model.generate(context, config.max_new_tokens, config.temperature, config.top_k, generator)
+        return generated.tolist()
+    except (MemoryError, RuntimeError) as error:  # torch.OutOfMemoryError is a RuntimeError
+        reason = str(error).strip().splitlines()[0][:160] if str(error).strip() else type(error).__name__
+        if isinstance(error, MemoryError) or "allocate" in reason or "out of memory" in reason:
+            raise ConfigError(
+                f"num_samples={config.num_samples}: generating them ran out of memory ({reason}); lower num_samples "
+                "or max_new_tokens"
+            ) from None
+        if "probability tensor" in reason:  # NaN or inf among the softmax's outputs
+            raise CheckpointError(
+                f"ckpt={config.ckpt}: the model's next-token probabilities are not numbers (NaN or inf): its weights "
+                "are damaged; sample from another checkpoint of the run (best.pt or last.pt)"
+            ) from None
+        raise
+
+
+def print_samples(tokenizer: Tokenizer, samples: list[list[int]]) -> None:
+    """The samples on stdout, a line of dashes between them. A reader that stops early (`| head`) ends sampling
+    quietly, as it would end a Unix tool; stdout that cannot be written (a full disk) is said in one line."""
+    try:
+        for i, ids in enumerate(samples):
+            if i:
+                print("\n" + "-" * 40)
+            print(tokenizer.decode(ids))
+        sys.stdout.flush()  # a full disk shows here, not when Python flushes at exit
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's own flush at exit: nowhere
+        sys.exit(128 + signal.SIGPIPE)
+    except OSError as error:
+        raise ConfigError(f"stdout: the samples cannot be written ({error.strerror})") from None
+
+
 @hydra.main(version_base="1.3", config_path=str(Path(__file__).parent / "configs"), config_name="sample")
 def main(cfg: DictConfig) -> None:
     with one_line_errors():
@@ -84,17 +163,12 @@ def main(cfg: DictConfig) -> None:
         tokenizer = Tokenizer.from_str(checkpoint["tokenizer"])
         prompt = encode_prompt(tokenizer, config.prompt)
         device = pick_device(config.device)
-
-    model = TinyLM(model_config(checkpoint)).to(device)
-    model.load_state_dict(checkpoint["model"])
-    model.eval()
-    context = torch.tensor([prompt] * config.num_samples, device=device)
-    generator = torch.Generator(device).manual_seed(config.seed)
-    generated = model.generate(context, config.max_new_tokens, config.temperature, config.top_k, generator)
-    for i, ids in enumerate(generated.tolist()):
-        if i:
-            print("\n" + "-" * 40)
-        print(tokenizer.decode(ids))
+        model_settings = model_config(checkpoint)
+        check_memory(config, len(prompt), model_settings, device)
+        model = TinyLM(model_settings).to(device)
+        model.load_state_dict(checkpoint["model"])
+        model.eval()
+        print_samples(tokenizer, generate(model, prompt, config, device))
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 """Token ids cached on disk, keyed by the text and the tokenizer settings, so a second run starts at once.
 
 A cache entry is a directory holding train.npy and val.npy (read back as memory maps), tokenizer.json and,
-written last, manifest.json (data/manifest.py). It is built under a temporary name and renamed into place, so a
-reader never sees a half-written entry; one damaged later is found by its manifest, moved aside under a name of its
+written last, manifest.json (data/manifest.py). It is built in a staging directory beside it and renamed into
+place, so a reader never sees a half-written entry (data/staging.py: a build stopped by a signal removes its staging
+directory, the next build removes one a killed build left); one damaged later is found by its manifest, moved aside under a name of its
 own (so processes that find it at once do not trip over each other), deleted and built again.
 
 The key never needs the text read whole: local files are known by a hash of their bytes, the embedded corpus by its
@@ -26,11 +27,13 @@ from tokenizers import Tokenizer
 
 from data.errors import DataError
 from data.manifest import DamagedEntry, open_checked, write_manifest
+from data.signals import signals_raise
 from data.sources import Corpus, DataConfig, open_corpus
+from data.staging import DAMAGED, Staging, remove_abandoned
 from data.tokenfiles import map_tokens, write_tokens
 from data.tokenizer import TokenizerConfig, encode_chunks, token_dtype, train_tokenizer
 
-FORMAT = 2  # bump when the layout of a cache entry, the tokenization or the embedded corpus's conversion changes
+CACHE_FORMAT = 2  # bump when the layout of a cache entry, the tokenization or the embedded corpus's conversion changes
 FILES = ("train.npy", "val.npy", "tokenizer.json")
 
 log = logging.getLogger(__name__)
@@ -54,7 +57,7 @@ def cache_root(config: DataConfig) -> Path:
 def key_settings(corpus: Corpus, data: DataConfig, tokenizer: TokenizerConfig) -> dict:
     """Everything the entry's contents depend on."""
     return {
-        "format": FORMAT,
+        "format": CACHE_FORMAT,
         "val_fraction": data.val_fraction,
         "tokenizer": asdict(tokenizer),
         "text": corpus.identity,
@@ -66,7 +69,13 @@ def cache_key(settings: dict) -> str:
 
 
 def prepare_tokens(data: DataConfig, tokenizer_config: TokenizerConfig) -> TokenData:
-    """The corpus as train and val token ids, from the cache or freshly tokenized."""
+    """The corpus as train and val token ids, from the cache or freshly tokenized. SIGINT or SIGTERM meanwhile
+    raises BuildStopped, once what the build wrote is removed."""
+    with signals_raise():
+        return prepared_tokens(data, tokenizer_config)
+
+
+def prepared_tokens(data: DataConfig, tokenizer_config: TokenizerConfig) -> TokenData:
     corpus = open_corpus(data)
     settings = key_settings(corpus, data, tokenizer_config)
     entry = cache_root(data) / cache_key(settings)
@@ -105,7 +114,7 @@ def read_entry(entry: Path) -> Optional[tuple[np.memmap, np.memmap, Tokenizer]]:
 def set_aside(entry: Path, damaged: os.stat_result) -> None:
     """Moves a damaged entry out of the way, then deletes it. Processes that have its files open keep reading them;
     one that finds it gone, or already replaced by a whole entry, leaves the path alone."""
-    aside = entry.with_name(f".{entry.name}.damaged.{uuid.uuid4().hex}")
+    aside = entry.with_name(f".{entry.name}.{DAMAGED}.{uuid.uuid4().hex}")
     try:
         if os.path.samestat(os.stat(entry), damaged):
             os.rename(entry, aside)
@@ -122,19 +131,20 @@ def build_entry(
     # Contiguous split, validation at the end; the tokenizer learns from the training part only.
     tokenizer = train_tokenizer(tokenizer_config, corpus.read_part(0, cut))
     dtype = token_dtype(tokenizer)
-    staging = entry.parent / f".{entry.name}.{uuid.uuid4().hex}"  # a name no other process uses
-    staging.mkdir(parents=True)
+    for path in remove_abandoned(entry.parent):
+        log.info("token cache: removed %s, left by a build that was killed", path)
     try:
-        tokens = {
-            split: write_tokens(staging / f"{split}.npy", dtype, encode_chunks(tokenizer, corpus.read_part(*part)))
-            for split, part in {"train": (0, cut), "val": (cut, None)}.items()
-        }
-        tokenizer.save(str(staging / "tokenizer.json"))
-        facts = {"key": settings, "dtype": dtype.name, "vocab_size": tokenizer.get_vocab_size(), "tokens": tokens}
-        write_manifest(staging, FILES, facts)
-        os.rename(staging, entry)
+        with Staging(entry) as staging:
+            tokens = {
+                split: write_tokens(
+                    staging.path / f"{split}.npy", dtype, encode_chunks(tokenizer, corpus.read_part(*part))
+                )
+                for split, part in {"train": (0, cut), "val": (cut, None)}.items()
+            }
+            tokenizer.save(str(staging.path / "tokenizer.json"))
+            facts = {"key": settings, "dtype": dtype.name, "vocab_size": tokenizer.get_vocab_size(), "tokens": tokens}
+            write_manifest(staging.path, FILES, facts)
+            staging.publish()
     except OSError:
         if not entry.exists():  # another process may have won the race, with an identical entry
             raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)

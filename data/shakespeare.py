@@ -6,7 +6,7 @@ directions (with the few bracketed editorial insertions) are dropped. Plays come
 (sorted by path), so the text and the train/val split are the same on every machine.
 
 The token cache knows this corpus by plays_identity, without converting it: a change to what play_to_text
-returns needs FORMAT in data/cache.py bumped.
+returns needs CACHE_FORMAT in data/cache.py bumped.
 """
 
 import importlib.metadata

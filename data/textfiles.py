@@ -8,9 +8,10 @@ import io
 import os
 from typing import Iterator, Optional
 
+from data.binary import binary_kind, is_utf16
 from data.errors import DataError
 
-BLOCK_BYTES = 1 << 16  # read at once: memory stays bounded however long the file or its lines
+READ_BLOCK_BYTES = 1 << 16  # read at once: memory stays bounded however long the file or its lines
 
 
 def checked_paths(pattern: Optional[str]) -> list[str]:
@@ -44,7 +45,7 @@ def file_digest(path: str) -> str:
 
 
 def text_chunks(pattern: str, paths: list[str], digests: list[str]) -> Iterator[str]:
-    """The files' text in chunks of at most BLOCK_BYTES characters, joined on line breaks: a file that does not end
+    """The files' text in chunks of at most READ_BLOCK_BYTES characters, joined on line breaks: a file that does not end
     with one gets one before the next file begins. `digests` are the files' hashes (file_digest) when they were
     identified: a file whose bytes differ by the time it is read to its end is refused, so its cache entry
     holds the text its key names."""
@@ -64,15 +65,23 @@ def file_chunks(pattern: str, path: str, digest: str) -> Iterator[str]:
     offset = 0  # of the block being decoded, in the file
     holds_text = False
     with open(path, "rb") as file:
+        head = file.read(READ_BLOCK_BYTES)  # what the file is, if it is not text
+        file.seek(0)
+        utf16 = is_utf16(head)
         while True:
-            block = file.read(BLOCK_BYTES)
+            block = file.read(READ_BLOCK_BYTES)
             held_back = len(decoder.getstate()[0])  # the start of a character cut by the previous block
+            if not utf16 and (nul := block.find(b"\x00")) >= 0:  # UTF-8 text holds none, whatever its language
+                raise not_text(pattern, path, binary_kind(head) or f"binary data (a NUL byte at offset {offset + nul})")
             try:
                 chunk = lines.decode(block, final=not block)
             except UnicodeDecodeError as error:  # error.object: the held-back bytes, then this block
+                if kind := binary_kind(head):
+                    raise not_text(pattern, path, kind) from None
+                convert = "iconv -f utf-16 -t utf-8" if utf16 else "iconv -f latin1 -t utf-8"
                 raise DataError(
                     f"data.path={pattern}: {path} is not UTF-8 text (byte 0x{error.object[error.start]:02x} at "
-                    f"offset {offset - held_back + error.start}); convert it first, e.g. iconv -f latin1 -t utf-8"
+                    f"offset {offset - held_back + error.start}); convert it first, e.g. {convert}"
                 ) from None
             if chunk:
                 holds_text = holds_text or not chunk.isspace()
@@ -85,3 +94,7 @@ def file_chunks(pattern: str, path: str, digest: str) -> Iterator[str]:
         raise DataError(f"data.path={pattern}: {path} holds only whitespace")
     if read.hexdigest() != digest:
         raise DataError(f"data.path={pattern}: {path} changed while it was being read; run again")
+
+
+def not_text(pattern: str, path: str, kind: str) -> DataError:
+    return DataError(f"data.path={pattern}: {path} is {kind}, not text; give a text file (UTF-8)")

@@ -127,7 +127,7 @@ def test_text_file_is_read_exactly(tmp_path):
 
 
 def test_text_is_read_in_blocks_that_may_cut_a_character_or_a_line_break(tmp_path, monkeypatch):
-    monkeypatch.setattr(data.textfiles, "BLOCK_BYTES", 3)
+    monkeypatch.setattr(data.textfiles, "READ_BLOCK_BYTES", 3)
     path = tmp_path / "a.txt"
     path.write_bytes("ab\r\ncé\r\rx\r".encode())  # "\r\n" cut after "\r"; "é" cut in two; a lone "\r" at the end
     assert load_text(text_config(path, tmp_path)) == "ab\ncé\n\nx\n"
@@ -135,7 +135,7 @@ def test_text_is_read_in_blocks_that_may_cut_a_character_or_a_line_break(tmp_pat
 
 @pytest.mark.parametrize("raw, byte, offset", [(b"abc\xc3\xa9d\xe9!", "0xe9", 6), (b"ab\xc3", "0xc3", 2)])
 def test_a_byte_that_is_not_utf8_is_named_with_its_offset_in_the_file(tmp_path, monkeypatch, raw, byte, offset):
-    monkeypatch.setattr(data.textfiles, "BLOCK_BYTES", 4)
+    monkeypatch.setattr(data.textfiles, "READ_BLOCK_BYTES", 4)
     (tmp_path / "a.bin").write_bytes(raw)
     with pytest.raises(DataError, match=rf"a.bin is not UTF-8 text \(byte {byte} at offset {offset}\)"):
         load_text(text_config(tmp_path / "a.bin", tmp_path))

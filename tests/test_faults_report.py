@@ -1,0 +1,86 @@
+"""report.py on bad arguments and on what a user's disk holds or lacks: one line, a non-zero status, no traceback."""
+
+import os
+import resource
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from torch.utils.tensorboard import SummaryWriter
+
+from conftest import ROOT
+
+
+def a_run(run_dir: Path) -> Path:
+    writer = SummaryWriter(run_dir)
+    for step, loss in enumerate([3.0, 2.5, 2.0]):
+        writer.add_scalar("val/loss", loss, step * 10)
+    writer.close()
+    return run_dir
+
+
+def report(*args: str, **options) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "report.py", *map(str, args)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60, **options)  # fmt: skip
+
+
+def one_line(result: subprocess.CompletedProcess, status: int = 1) -> str:
+    assert result.returncode == status, result.stderr
+    [line] = result.stderr.splitlines()
+    return line
+
+
+def bad_yaml(run_dir: Path) -> str:
+    (run_dir / ".hydra").mkdir()
+    (run_dir / ".hydra" / "config.yaml").write_text("trainer: {max_steps: 20\n")
+    return f"error: {run_dir}/.hydra/config.yaml: not YAML ("
+
+
+def events_directory(run_dir: Path) -> str:
+    (run_dir / "events.out.tfevents.2.host.2.0").mkdir()
+    return f"error: {run_dir}/events.out.tfevents.2.host.2.0: Is a directory"
+
+
+def bad_override(run_dir: Path) -> str:
+    (run_dir / ".hydra").mkdir()
+    (run_dir / ".hydra" / "overrides.yaml").write_text("- model.d_k=(((\n")
+    return "error: model.d_k=(((: an override in a run's .hydra/overrides.yaml that Hydra cannot parse"
+
+
+@pytest.mark.parametrize("damage", [bad_yaml, events_directory, bad_override])
+def test_a_run_file_that_cannot_be_read_is_one_line_naming_it(tmp_path, damage):
+    expected = damage(a_run(tmp_path / "run"))
+    assert one_line(report(tmp_path)).startswith(expected)
+
+
+def test_an_out_that_is_a_file_is_refused_naming_out(tmp_path):
+    a_run(tmp_path / "run")
+    (tmp_path / "notes.txt").write_text("not a directory")
+    line = one_line(report(tmp_path, "--out", tmp_path / "notes.txt"))
+    assert line == f"error: --out {tmp_path}/notes.txt: not a directory; the summary files go into a directory"
+
+
+def test_a_run_directory_whose_name_is_not_utf8_is_named_with_its_bytes(tmp_path):
+    os.rename(a_run(tmp_path / "cafe"), os.fsencode(tmp_path) + b"/caf\xe9")  # a Latin-1 name
+    line = one_line(report(tmp_path))
+    assert line == f"error: {tmp_path}/caf\\xe9: the name is not UTF-8 text; rename it to report on it"
+
+
+def test_a_bad_argument_is_one_line_with_argparses_status(tmp_path):
+    line = one_line(report(tmp_path, "--y", "3"), status=2)
+    assert line == "error: unrecognized arguments: --y 3; see python report.py --help"
+
+
+def small_file_limit() -> None:
+    """Files of at most 2 kB, as a disk that is full after them: a write beyond fails (EFBIG) instead of a
+    signal ending the process."""
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (2000, 2000))
+
+
+def test_summary_files_that_cannot_be_written_are_one_line_naming_out(tmp_path):
+    a_run(tmp_path / "run")
+    line = one_line(report(tmp_path / "run", "--out", tmp_path / "out", preexec_fn=small_file_limit))
+    assert line == f"error: {tmp_path}/out: the summary files cannot be written (File too large)"
