@@ -162,7 +162,7 @@ def main(cfg: DictConfig) -> None:
         checkpoint = load_checkpoint(checkpoint_path(config.ckpt, "ckpt"))  # weights only: no code runs
         tokenizer = Tokenizer.from_str(checkpoint["tokenizer"])
         prompt = encode_prompt(tokenizer, config.prompt)
-        device = pick_device(config.device)
+        device = pick_device(config.device, "device")
         model_settings = model_config(checkpoint)
         check_memory(config, len(prompt), model_settings, device)
         model = TinyLM(model_settings).to(device)

@@ -107,3 +107,12 @@ def test_a_seed_torch_cannot_take_is_refused_naming_it(checkpoint, monkeypatch):
     with pytest.raises(SystemExit) as stopped:
         run_with_one_line_errors(sample.main)
     assert stopped.value.code == f"error: seed={2**64}: must be between {-(2**63)} and {2**64 - 1}"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal needs a machine without CUDA")
+def test_an_absent_device_is_refused_under_the_name_sample_py_takes_it_by():
+    from trainer.config import ConfigError
+    from trainer.distributed import pick_device
+
+    with pytest.raises(ConfigError, match=r"^device=cuda: not available"):
+        pick_device("cuda", "device")

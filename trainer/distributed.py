@@ -22,16 +22,17 @@ from trainer.config import ConfigError
 log = logging.getLogger(__name__)
 
 
-def pick_device(name: str) -> torch.device:
-    """`auto` is the best device present: cuda, then mps, then cpu; any other name must be present."""
+def pick_device(name: str, setting: str = "trainer.device") -> torch.device:
+    """`auto` is the best device present: cuda, then mps, then cpu; any other name must be present. `setting` is
+    the name the user typed it under, for the one-line refusal."""
     if name != "auto":
         try:
             device = torch.device(name)
         except RuntimeError:
-            raise ConfigError(f"trainer.device={name}: not a device; use auto, cpu, cuda, cuda:N or mps") from None
+            raise ConfigError(f"{setting}={name}: not a device; use auto, cpu, cuda, cuda:N or mps") from None
         available = {"cpu": True, "cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}
         if not available.get(device.type, False):
-            raise ConfigError(f"trainer.device={name}: not available to this machine's torch; use auto or cpu")
+            raise ConfigError(f"{setting}={name}: not available to this machine's torch; use auto or cpu")
         return device
     if torch.cuda.is_available():
         return torch.device("cuda")
