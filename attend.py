@@ -56,7 +56,9 @@ def runs_of(ckpt: str) -> list[RunEntry]:
 def query_index(query: Optional[int], tokens: int) -> int:
     i = tokens - 1 if query is None else query
     if not -tokens <= i < tokens:
-        raise ConfigError(f"query={query}: the text has {tokens} tokens here (query=0 to {tokens - 1}, or negative)")
+        raise ConfigError(
+            f"query={query}: the model reads {tokens} tokens of this text (query=0 to {tokens - 1}, or negative)"
+        )
     return i % tokens
 
 

@@ -67,8 +67,9 @@ def list_runs(root: Path) -> list[RunEntry]:
             except CheckpointError as error:
                 entry.problem = str(error)
         entries.append(entry)
+    hydra_runs = [entry.overrides for entry in entries if entry.overrides]  # a run Hydra did not start has none
     shared = (
-        [item for item in entries[0].overrides if all(item in entry.overrides for entry in entries)] if entries else []
+        [item for item in hydra_runs[0] if all(item in overrides for overrides in hydra_runs)] if hydra_runs else []
     )
     for entry in entries:
         distinct = [item for item in entry.overrides if item not in shared] or entry.overrides

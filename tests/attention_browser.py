@@ -7,6 +7,8 @@ python tests/attention_browser.py multirun/leak --text "To be, or not to be, tha
 """
 
 import argparse
+import importlib.metadata
+import os
 import re
 import subprocess
 import sys
@@ -20,6 +22,23 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
 WIDTH = 1400  # the tab's name shows whole in TensorBoard's top bar from about this width
 TAB = "tinylm_attention"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def plugin_environment(scratch: Path) -> dict[str, str]:
+    """The environment TensorBoard finds the plugin in. Installed (pip install -e .), the plugin's entry point is
+    there already; in an environment without tinylm installed the same entry point is registered here, through a
+    distribution's metadata on PYTHONPATH: TensorBoard still loads it by its own mechanism."""
+    env = dict(os.environ)
+    if not importlib.metadata.entry_points(group="tensorboard_plugins", name=TAB):
+        info = scratch / "tinylm_plugin_shim-0.dist-info"
+        info.mkdir(parents=True, exist_ok=True)
+        (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tinylm-plugin-shim\nVersion: 0\n")
+        (info / "entry_points.txt").write_text(
+            f"[tensorboard_plugins]\n{TAB} = tensorboard_plugin_tinylm.plugin:AttentionPlugin\n"
+        )
+        env["PYTHONPATH"] = os.pathsep.join([str(scratch), str(ROOT), env.get("PYTHONPATH", "")])
+    return env
 
 
 @contextmanager
@@ -28,7 +47,7 @@ def tensorboard(logdir: Path, log_path: Path, *extra: str) -> Iterator[str]:
     with log_path.open("w") as log:
         server = subprocess.Popen(
             [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--port", "0", *extra],
-            stdout=log, stderr=log, cwd=log_path.parent,
+            stdout=log, stderr=log, cwd=log_path.parent, env=plugin_environment(log_path.parent / "plugin"),
         )  # fmt: skip
     try:
         deadline = time.monotonic() + 60
