@@ -21,7 +21,7 @@ from summary.readings import VALIDATION_LINE, Reading, cut_note, read, row_stati
 from trainer.checkpoint import CheckpointError, checkpoint_path
 from trainer.cli import one_line_errors, run_with_one_line_errors
 from trainer.config import ConfigError, to_typed
-from trainer.diagnostics import pattern_figure
+from trainer.diagnostics import PATTERN_TOKENS, pattern_figure
 
 FULL_VECTOR = 8  # y_i is printed whole up to this d_v, else by its size
 DOMINANT = 3  # the values step 4 names
@@ -109,6 +109,17 @@ def trace_text(reading: Reading, layer: int, i: int) -> str:
     return "\n".join(lines)
 
 
+def save_pattern(weights, labels: list[str], title: str, path: Path) -> None:
+    """The Images tab's pattern figure of the weights. It is laid out for PATTERN_TOKENS labels a side; a longer
+    text gets labels as much smaller and pixels as much denser, so that each label stays as many pixels tall."""
+    figure = pattern_figure(weights, labels, title)
+    shrink = max(1.0, len(labels) / PATTERN_TOKENS)
+    for axes in figure.axes[:1]:
+        for label in axes.get_xticklabels() + axes.get_yticklabels():
+            label.set_fontsize(label.get_fontsize() / shrink)
+    figure.savefig(path, dpi=100 * shrink)
+
+
 def png_path(out: Optional[str], run: RunEntry, layer: int, several: bool) -> Path:
     name = "attention.png" if layer == 0 else f"attention_{layer}.png"
     if out is None:
@@ -139,8 +150,7 @@ def main(cfg: DictConfig) -> None:
             path = png_path(config.out, run, config.layer, len(readable) > 1)
             path.parent.mkdir(parents=True, exist_ok=True)
             title = f"layer {config.layer}, step {trained.step}: {run.label or run.name}"
-            weights = reading.layers[config.layer].weights
-            pattern_figure(weights, reading.labels, title).savefig(path, dpi=100)
+            save_pattern(reading.layers[config.layer].weights, reading.labels, title, path)
             print(f"wrote {path}\n")
 
 
