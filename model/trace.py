@@ -4,6 +4,7 @@ its weights and its output, computed through the reference `attention()` and not
 It is the one computation behind TensorBoard's Attention tab, attend.py's printed steps and its heat map PNG.
 """
 
+import threading
 from dataclasses import dataclass
 
 import torch
@@ -11,6 +12,9 @@ from torch import Tensor
 
 from model.attention import attention
 from model.tinylm import TinyLM
+
+
+_hooked = threading.Lock()  # the hooks sit on the shared model: a second thread's forward would fire this one's
 
 
 @dataclass
@@ -36,15 +40,16 @@ def trace(model: TinyLM, ids: list[int]) -> list[LayerTrace]:
     again and passed through `attention()`: the same equation the lesson writes, whatever kernel the model trains with.
     """
     inputs: list[Tensor] = []
-    hooks = [block.attn.register_forward_pre_hook(lambda _, args: inputs.append(args[0])) for block in model.blocks]
-    was_training = model.training
-    model.eval()
-    try:
-        model(torch.tensor([ids], device=next(model.parameters()).device))
-    finally:
-        for hook in hooks:
-            hook.remove()
-        model.train(was_training)
+    with _hooked:
+        hooks = [block.attn.register_forward_pre_hook(lambda _, args: inputs.append(args[0])) for block in model.blocks]
+        was_training = model.training
+        model.eval()
+        try:
+            model(torch.tensor([ids], device=next(model.parameters()).device))
+        finally:
+            for hook in hooks:
+                hook.remove()
+            model.train(was_training)
     traces = []
     for block, x in zip(model.blocks, inputs):
         layer = block.attn

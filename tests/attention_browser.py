@@ -73,24 +73,31 @@ def browser_page(height: int = 900) -> Iterator[object]:
 
 
 def open_tab(page, url: str):
-    """Open the Attention tab; returns the frame its module draws in, once its panels have answered."""
+    """Open the Attention tab; returns the frame its module draws in, once it has listed the runs."""
     page.goto(f"{url}#{TAB}")
-    frame = page.frame_locator(f'iframe[src*="{TAB}"]')
+    frame = page.wait_for_selector(f'iframe[src*="{TAB}"]').content_frame()
     frame.locator(".run").first.wait_for()
     return frame
 
 
 def type_text(frame, text: str) -> None:
+    """Type `text` into the box as a person does, key by key, and wait for every panel to show it."""
     box = frame.locator("#text")
     box.fill("")
     box.press_sequentially(text, delay=5)
     wait_for_panels(frame)
 
 
+# Every panel open shows the text in the box: each has answered the latest request.
+SHOWN = """() => {
+  const panels = [...document.querySelectorAll(".panel")];
+  const text = document.getElementById("text").value;
+  return panels.length > 0 && panels.every((p) => !p.classList.contains("loading") && p.dataset.text === text);
+}"""
+
+
 def wait_for_panels(frame) -> None:
-    """Until every panel shows the text in the box: each has answered the latest request."""
-    frame.locator(".panel:not(.loading) p.stats, .panel:not(.loading) p.error").first.wait_for()
-    frame.locator(".panel.loading").first.wait_for(state="detached")
+    frame.wait_for_function(SHOWN, polling="raf")
 
 
 def point_at(frame, run: str, i: int, j: int) -> None:

@@ -23,11 +23,6 @@ from attention_browser import TAB, browser_page, open_tab, plugin_environment, t
 
 # 64 characters: 64 tokens for the character-level default model, its whole context.
 TEXT = "To be, or not to be, that is the question: Whether 'tis nobler i"
-# Every panel drawn for the new text: its row over the text ends with the character just typed.
-DRAWN = """([last, count]) => {
-  const ends = [...document.querySelectorAll(".panel:not(.loading) .over-text .token:last-child")];
-  return ends.length === count && ends.every((token) => token.textContent === last);
-}"""
 WITHOUT_PLUGIN = f"""
 import sys
 from tensorboard import default, main
@@ -46,7 +41,6 @@ def time_panels(run_dir: Path) -> None:
         with tensorboard(scratch, scratch / "tensorboard.log") as url, browser_page() as page:
             frame = open_tab(page, url)
             wait_for_panels(frame)  # the first answers import torch and load the models: not what a person waits on
-            document = next(frame for frame in page.frames if TAB in frame.url)
             for count in (1, 10):
                 boxes = frame.locator(".run input")
                 for index in range(10):
@@ -57,7 +51,7 @@ def time_panels(run_dir: Path) -> None:
                     text = TEXT[:-1] + "ab"[round_ % 2]  # a new text each round
                     started = time.perf_counter()
                     frame.locator("#text").fill(text)  # the last keystroke
-                    document.wait_for_function(DRAWN, arg=[text[-1], count], polling="raf")
+                    wait_for_panels(frame)
                     took.append(time.perf_counter() - started)
                 print(f"{count} panel(s), 64 tokens: {statistics.median(took):.3f} s median of 5 "
                       f"({', '.join(f'{t:.3f}' for t in took)}), typing pause of 0.12 s included")  # fmt: skip

@@ -112,9 +112,10 @@ async function request(panel) {
   panel.abort = new AbortController();
   const seq = ++panel.seq;
   panel.element.classList.add("loading");
+  const text = state.text;
   let data;
   try {
-    const body = JSON.stringify({ run: panel.run.name, text: state.text, layer: panel.layer });
+    const body = JSON.stringify({ run: panel.run.name, text, layer: panel.layer });
     data = await getJson("./attention", { method: "POST", body, signal: panel.abort.signal });
   } catch (error) {
     if (error.name === "AbortError") return;
@@ -122,6 +123,7 @@ async function request(panel) {
   }
   if (seq !== panel.seq) return; // a newer text is on its way
   panel.element.classList.remove("loading");
+  panel.element.dataset.text = text; // what it shows: the page tests wait on it
   panel.data = data;
   if (!data.error && (panel.query === null || panel.query >= data.tokens.length || !panel.pinned)) {
     panel.query = data.tokens.length - 1; // the last token, as attend.py
