@@ -23,6 +23,7 @@ from attention_browser import TAB, browser_page, open_tab, plugin_environment, t
 
 # 64 characters: 64 tokens for the character-level default model, its whole context.
 TEXT = "To be, or not to be, that is the question: Whether 'tis nobler i"
+LAST = "abcdefghij"  # the last character, a different one in each of the rounds
 WITHOUT_PLUGIN = f"""
 import sys
 from tensorboard import default, main
@@ -48,7 +49,7 @@ def time_panels(run_dir: Path) -> None:
                 wait_for_panels(frame)
                 took = []
                 for round_ in range(5):
-                    text = TEXT[:-1] + "ab"[round_ % 2]  # a new text each round
+                    text = TEXT[:-1] + LAST[len(LAST) // 2 * (count > 1) + round_]  # a new text each time
                     started = time.perf_counter()
                     frame.locator("#text").fill(text)  # the last keystroke
                     wait_for_panels(frame)

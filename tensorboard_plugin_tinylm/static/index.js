@@ -415,6 +415,9 @@ function fillSteps(box, data, i) {
     body.append(rest);
   }
   table.replaceChildren(head, body);
+  const focus = body.querySelector("tr.largest"); // in view without scrolling: the key the query reads most
+  const scroller = box.querySelector(".steps-box");
+  scroller.scrollTop = Math.max(0, focus.offsetTop - scroller.clientHeight / 2);
 }
 
 function blues(weight) {
