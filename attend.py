@@ -24,7 +24,8 @@ from trainer.config import ConfigError, to_typed
 from trainer.diagnostics import PATTERN_TOKENS, pattern_figure
 
 FULL_VECTOR = 8  # y_i is printed whole up to this d_v, else by its size
-DOMINANT = 3  # the values step 4 names
+DOMINANT = 3  # the values step 4 names at most
+NOTABLE = 0.05  # and only those that make this much of sum_j a_ij |v_j|
 
 
 @dataclass
@@ -95,13 +96,13 @@ def trace_text(reading: Reading, layer: int, i: int) -> str:
     shown = ("(" + ", ".join(f"{x:.3f}" for x in output.tolist()) + ")") if output.numel() <= FULL_VECTOR else (
         f"a vector of d_v={output.numel()} numbers, length {output.norm():.3f}")  # fmt: skip
     lines.append(f"step 4, weighted sum: y_i = sum_j a_ij v_j = {shown}")
+    top = int(trace.weights[i].argmax())
     parts = trace.weights[i] * trace.values.norm(dim=-1)  # how much of y_i's making each value is
     shares = parts / parts.sum()
-    dominant = shares.argsort(descending=True)[:DOMINANT].tolist()
+    dominant = [j for j in shares.argsort(descending=True)[:DOMINANT].tolist() if shares[j] >= NOTABLE] or [top]
     lines.append("  dominated by " + ", ".join(f"v_{j} {labels[j]!r} (a_ij {trace.weights[i, j]:.3f}, "
                                                 f"{shares[j]:.0%} of sum_j a_ij |v_j|)" for j in dominant))  # fmt: skip
     stats = {name: values[i] for name, values in row_statistics(trace.weights).items()}
-    top = int(trace.weights[i].argmax())
     lines.append(f"row i: entropy {stats['entropy']:.3f} nats, largest weight {stats['max_weight']:.3f} "
                  f"(j={top} {labels[top]!r}), future mass {stats['future_mass']:.3f}")  # fmt: skip
     if words := verdict(trace, i):
