@@ -8,6 +8,7 @@ from data.errors import DataError
 from summary.checkpoints import checkpoint_in, list_runs, load
 from summary.readings import MAX_CHARS, VALIDATION_LINE, cut_note, read, row_statistics, verdict
 from trainer.checkpoint import CheckpointError
+from trainer.diagnostics import SATURATED
 
 DIGITS = 7  # decimals sent: far below what a person reads, and the numbers equal the reference path's to 1e-6
 
@@ -54,7 +55,7 @@ def attention(logdir: Path | None, request: object) -> dict:
         "scale": trace.scale, "causal": trace.causal, "softcap": trace.softcap, "block_size": reading.block_size,
         "tokens": reading.labels, "note": cut_note(reading),
         "raw": numbers(trace.raw), "fed": numbers(trace.fed), "weights": numbers(trace.weights),
-        "stats": row_statistics(trace.weights), "verdicts": [verdict(trace, i) for i in range(len(reading.ids))],
+        "stats": row_statistics(trace.weights), "saturated": SATURATED, "verdicts": [verdict(trace, i) for i in range(len(reading.ids))],
     }  # fmt: skip
 
 

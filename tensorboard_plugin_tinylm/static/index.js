@@ -169,6 +169,8 @@ function drawPanel(panel) {
     data.scale ? `scaled by 1/√${data.d_k}` : `unscaled, d_k ${data.d_k}`,
   ];
   if (data.softcap) switches.push(`capped at ${data.softcap}`);
+  const oneHot = data.stats.max_weight.filter((weight) => weight > data.saturated).length;
+  switches.push(`${oneHot} of ${data.tokens.length} rows one-hot (largest weight above ${data.saturated})`);
   element.append(message("meta", switches.join(" · ")));
   if (data.note) element.append(message("note", data.note));
   element.append(heatmap(panel), message("cell", ""), overText(panel), message("verdict", ""), message("stats", ""));
