@@ -97,7 +97,7 @@ def trace_text(reading: Reading, layer: int, i: int) -> str:
         f"a vector of d_v={output.numel()} numbers, length {output.norm():.3f}")  # fmt: skip
     lines.append(f"step 4, weighted sum: y_i = sum_j a_ij v_j = {shown}")
     top = int(trace.weights[i].argmax())
-    parts = trace.weights[i] * trace.values.norm(dim=-1)  # how much of y_i's making each value is
+    parts = trace.weights[i] * trace.values.norm(dim=-1)  # the size of each value's part in y_i
     shares = parts / parts.sum()
     dominant = [j for j in shares.argsort(descending=True)[:DOMINANT].tolist() if shares[j] >= NOTABLE] or [top]
     lines.append("  dominated by " + ", ".join(f"v_{j} {labels[j]!r} (a_ij {trace.weights[i, j]:.3f}, "
@@ -115,9 +115,9 @@ def save_pattern(weights, labels: list[str], title: str, path: Path) -> None:
     text gets labels as much smaller and pixels as much denser, so that each label stays as many pixels tall."""
     figure = pattern_figure(weights, labels, title)
     shrink = max(1.0, len(labels) / PATTERN_TOKENS)
-    for axes in figure.axes[:1]:
-        for label in axes.get_xticklabels() + axes.get_yticklabels():
-            label.set_fontsize(label.get_fontsize() / shrink)
+    heat_map = figure.axes[0]  # the colour bar comes second
+    for label in heat_map.get_xticklabels() + heat_map.get_yticklabels():
+        label.set_fontsize(label.get_fontsize() / shrink)
     figure.savefig(path, dpi=100 * shrink)
 
 
