@@ -76,7 +76,7 @@ function drawRunList() {
     box.checked = state.panels.has(run.name);
     box.addEventListener("change", () => (box.checked ? openPanel(run) : closePanel(run.name)));
     const what = run.problem || (run.checkpoint ? `${run.checkpoint}, step ${run.step}` : "no checkpoint");
-    row.append(box, span("name", run.name), span("label", run.label), span(readable(run) ? "meta" : "meta bad", what));
+    row.append(box, span("name", run.name), span("label", run.label), span(run.problem ? "meta bad" : "meta", what));
     list.append(row);
   }
 }
