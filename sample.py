@@ -18,7 +18,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 from tokenizers import Tokenizer
 
-from data.tokenizer import UNKNOWN
+from data.tokenizer import encode_known
 from model import ModelConfig, TinyLM
 from trainer.checkpoint import CheckpointError, checkpoint_path, load_checkpoint, model_config
 from trainer.cli import one_line_errors, run_with_one_line_errors
@@ -71,14 +71,7 @@ def encode_prompt(tokenizer: Tokenizer, prompt: str) -> list[int]:
     """The prompt's token ids; characters a char-level model never saw are refused (BPE encodes any text)."""
     if not prompt:
         raise ConfigError('prompt: must not be empty; the default is a line break, prompt="\\n"')
-    encoding = tokenizer.encode(prompt)
-    unknown_id = tokenizer.token_to_id(UNKNOWN)
-    unknown = sorted(
-        {prompt[start:end] for token, (start, end) in zip(encoding.ids, encoding.offsets) if token == unknown_id}
-    )
-    if unknown:
-        raise ConfigError(f"prompt: {', '.join(map(repr, unknown))} never occurred in this model's training text")
-    return encoding.ids
+    return encode_known(tokenizer, prompt, "prompt")
 
 
 def generation_bytes(config: SampleConfig, prompt_tokens: int, model: ModelConfig) -> int:

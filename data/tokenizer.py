@@ -23,6 +23,8 @@ from typing import Iterable, Iterator, Optional, Union
 import numpy as np
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 
+from data.errors import DataError
+
 UNKNOWN = "[UNK]"  # a character that never occurs in the training split
 CODE_POINTS = 0x110000  # every Unicode character
 CHARS_PER_PART = 1 << 16  # characters looked up at once by the character tokenizer (small parts: fast, little memory)
@@ -91,6 +93,19 @@ def encode_chunks(tokenizer: Tokenizer, chunks: Iterable[str]) -> Iterator[np.nd
         # encode_batch_fast leaves out the offsets: a third less time.
         encodings = tokenizer.encode_batch_fast(batch, add_special_tokens=False)
         yield np.fromiter(chain.from_iterable(encoding.ids for encoding in encodings), dtype)
+
+
+def encode_known(tokenizer: Tokenizer, text: str, setting: str) -> list[int]:
+    """The token ids of a text a person typed (a prompt, a text to trace). Characters the character tokenizer never
+    saw in training would silently become [UNK]; they are refused instead, naming `setting` (BPE encodes any text)."""
+    encoding = tokenizer.encode(text)
+    unknown_id = tokenizer.token_to_id(UNKNOWN)
+    unknown = sorted(
+        {text[start:end] for token, (start, end) in zip(encoding.ids, encoding.offsets) if token == unknown_id}
+    )
+    if unknown:
+        raise DataError(f"{setting}: {', '.join(map(repr, unknown))} never occurred in this model's training text")
+    return encoding.ids
 
 
 def parts(chunks: Iterable[str]) -> Iterator[str]:

@@ -1,0 +1,140 @@
+"""TensorBoard's Attention tab in a real browser: a `tensorboard --logdir` server, Debian's chromium driven by
+Playwright (the system browser: nothing is downloaded), and the steps a person takes. The page tests use it, and
+run as a script it takes the README's screenshots:
+
+python tests/attention_browser.py multirun/leak --text "To be, or not to be, that is the question:" \
+    --query 12 --out docs/attention-tab-leak.png
+"""
+
+import argparse
+import importlib.metadata
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
+WIDTH = 1400  # the tab's name shows whole in TensorBoard's top bar from about this width
+TAB = "tinylm_attention"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def plugin_environment(scratch: Path) -> dict[str, str]:
+    """The environment TensorBoard finds the plugin in. Installed (pip install -e .), the plugin's entry point is
+    there already; in an environment without tinylm installed the same entry point is registered here, through a
+    distribution's metadata on PYTHONPATH: TensorBoard still loads it by its own mechanism."""
+    env = dict(os.environ)
+    if not importlib.metadata.entry_points(group="tensorboard_plugins", name=TAB):
+        info = scratch / "tinylm_plugin_shim-0.dist-info"
+        info.mkdir(parents=True, exist_ok=True)
+        (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tinylm-plugin-shim\nVersion: 0\n")
+        (info / "entry_points.txt").write_text(
+            f"[tensorboard_plugins]\n{TAB} = tensorboard_plugin_tinylm.plugin:AttentionPlugin\n"
+        )
+        env["PYTHONPATH"] = os.pathsep.join([str(scratch), str(ROOT), env.get("PYTHONPATH", "")])
+    return env
+
+
+@contextmanager
+def tensorboard(logdir: Path, log_path: Path, *extra: str) -> Iterator[str]:
+    """`tensorboard --logdir LOGDIR --port 0`, as a person starts it (from another directory); yields its address."""
+    with log_path.open("w") as log:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--port", "0", *extra],
+            stdout=log, stderr=log, cwd=log_path.parent, env=plugin_environment(log_path.parent / "plugin"),
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not (address := re.search(r"http://localhost:\d+/", log_path.read_text())):
+            assert server.poll() is None and time.monotonic() < deadline, log_path.read_text()
+            time.sleep(0.1)
+        yield address.group(0)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+@contextmanager
+def browser_page(height: int = 900) -> Iterator[object]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        try:
+            yield browser.new_page(viewport={"width": WIDTH, "height": height})
+        finally:
+            browser.close()
+
+
+def open_tab(page, url: str):
+    """Open the Attention tab; returns the frame its module draws in, once it has listed the runs."""
+    page.goto(f"{url}#{TAB}")
+    frame = page.wait_for_selector(f'iframe[src*="{TAB}"]').content_frame()
+    frame.locator(".run").first.wait_for()
+    return frame
+
+
+def type_text(frame, text: str) -> None:
+    """Type `text` into the box as a person does, key by key, and wait for every panel to show it."""
+    box = frame.locator("#text")
+    box.fill("")
+    box.press_sequentially(text, delay=5)
+    wait_for_panels(frame)
+
+
+# Every panel open shows the text in the box: each has answered the latest request.
+SHOWN = """() => {
+  const panels = [...document.querySelectorAll(".panel")];
+  const text = document.getElementById("text").value;
+  return panels.length > 0 && panels.every((p) => !p.classList.contains("loading") && p.dataset.text === text);
+}"""
+
+
+def wait_for_panels(frame) -> None:
+    frame.wait_for_function(SHOWN, polling="raf")
+
+
+def point_at(frame, run: str, i: int, j: int) -> None:
+    """Move the pointer over the heat map cell (query i, key j) of `run`'s panel."""
+    canvas = frame.locator(f'.panel[data-run="{run}"] canvas.heatmap')
+    data = canvas.evaluate("c => ({...c.dataset})")
+    left, top, cell = (float(data[key]) for key in ("left", "top", "cell"))
+    canvas.hover(position={"x": left + (j + 0.5) * cell, "y": top + (i + 0.5) * cell})
+
+
+def click_query(frame, run: str, i: int) -> None:
+    point_at(frame, run, i, 0)
+    canvas = frame.locator(f'.panel[data-run="{run}"] canvas.heatmap')
+    data = canvas.evaluate("c => ({...c.dataset})")
+    canvas.click(position={"x": float(data["left"]) + 0.5 * float(data["cell"]),
+                           "y": float(data["top"]) + (i + 0.5) * float(data["cell"])})  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="A screenshot of TensorBoard's Attention tab on some runs.")
+    parser.add_argument("logdir", type=Path)
+    parser.add_argument("--text", required=True)
+    parser.add_argument("--query", type=int, help="the query row each panel keeps (default: the last token)")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--height", type=int, default=1100)
+    args = parser.parse_args()
+    log_path = Path("/tmp") / f"tensorboard-screenshot-{time.time_ns()}.log"
+    with tensorboard(args.logdir.resolve(), log_path) as url, browser_page(args.height) as page:
+        frame = open_tab(page, url)
+        type_text(frame, args.text)
+        if args.query is not None:
+            for run in frame.locator(".panel").evaluate_all("panels => panels.map(p => p.dataset.run)"):
+                click_query(frame, run, args.query)
+        page.mouse.move(0, 0)
+        page.screenshot(path=str(args.out), full_page=True)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
