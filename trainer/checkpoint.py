@@ -128,7 +128,7 @@ def model_config(state: dict) -> ModelConfig:
 
 
 def checkpoint_state(step: int, config: TrainConfig, ranks: Ranks, **parts) -> dict:
-    """A checkpoint's contents: `parts` are model, optimizer, loss_sum, best_val, tokenizer (as plain values) and
+    """A checkpoint's contents: `parts` are model, optimizer, loss_sum, best_val, tokenizer, data (as plain values) and
     batch_generator, whose state joins this process's other random states; every rank's are gathered."""
     rng = ranks.gather(rng_states(parts.pop("batch_generator")))
     return {"format": CHECKPOINT_FORMAT, "step": step, "config": plain_config(config), "rng": rng, **parts}
