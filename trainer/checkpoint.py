@@ -95,6 +95,16 @@ def load_checkpoint(path: Path) -> dict:
     return state
 
 
+def glance(path: Path) -> Optional[dict]:
+    """A checkpoint's step and settings, read without checks and without reading its weights (memory-mapped), for
+    deciding where a run writes and for messages; None when it cannot be read."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        return {"step": int(state["step"]), "max_steps": int(state["config"]["trainer"]["max_steps"])}
+    except Exception:  # damaged or foreign: load_checkpoint says how, if it is ever loaded
+        return None
+
+
 def damaged_record(path: Path) -> Optional[str]:
     """The first record of the checkpoint's zip archive whose bytes do not match the CRC-32 stored with them, or
     None when all do (a file that is no zip archive at all is is_zipfile's to refuse)."""
