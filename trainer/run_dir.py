@@ -106,7 +106,8 @@ def check_fresh_start(run_dir: Path) -> None:
     if found := run_found(run_dir):
         resume = ""
         if seen := glance(run_dir / LAST):
-            more = f" trainer.max_steps=MORE_THAN_{seen['max_steps']}" if seen["step"] >= seen["max_steps"] else ""
+            finished = seen["step"] >= seen["max_steps"]
+            more = f" trainer.max_steps={2 * seen['max_steps']}" if finished else ""  # it trains on
             resume = f"resume it (python train.py {resume_override(run_dir)}{more}), "
         raise ConfigError(
             f"hydra.run.dir={run_dir}: holds {found}, which a fresh run would replace; {resume}pick a new "
