@@ -15,8 +15,10 @@ import torch
 
 from conftest import ROOT, SHORT, curve, events
 from data import DataError
+from trainer.config import ConfigError
 from trainer.overrides import PARSER, override
 from trainer.resume import check_same_data
+from trainer.run_dir import check_fresh_start, resume_dir
 
 CKPT_20 = ["trainer.ckpt_interval=20"]
 TEXT = "".join(f"line {i}: to be, or not to be, that is the question\n" for i in range(400))
@@ -200,3 +202,33 @@ def test_the_resume_command_of_a_run_in_a_non_ascii_directory_with_a_tilde_works
     assert resumed.returncode == 0, (pasted, resumed.stderr)
     assert torch.load(run_dir / "last.pt", weights_only=True)["step"] == 60
     assert [step for step, _ in curve(events(run_dir), "val/loss")] == [0, 30, 60]
+
+
+def fake_checkpoint(path: Path, step: int) -> None:
+    """What glance reads of a checkpoint: its step and max_steps."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"step": step, "config": {"trainer": {"max_steps": 60}}}, path)
+
+
+def test_only_a_checkpoint_older_than_last_pt_branches_and_each_branch_gets_a_directory_of_its_own(tmp_path):
+    fake_checkpoint(tmp_path / "last.pt", 40)
+    fake_checkpoint(tmp_path / "best.pt", 40)
+    assert resume_dir(tmp_path / "best.pt") == resume_dir(tmp_path / "last.pt") == tmp_path
+    fake_checkpoint(tmp_path / "best.pt", 20)
+    assert resume_dir(tmp_path / "best.pt") == tmp_path / "branch-from-step-20"
+    (tmp_path / "branch-from-step-20" / ".hydra").mkdir(parents=True)  # what Hydra makes before the run starts
+    assert resume_dir(tmp_path / "best.pt") == tmp_path / "branch-from-step-20"
+    fake_checkpoint(tmp_path / "branch-from-step-20" / "last.pt", 30)  # that branch has a run now
+    assert resume_dir(tmp_path / "best.pt") == tmp_path / "branch-from-step-20-2"
+
+
+def test_a_fresh_start_is_refused_where_a_checkpoint_or_curves_are_and_allowed_where_only_hydras_record_is(tmp_path):
+    (tmp_path / ".hydra").mkdir()
+    (tmp_path / "train.log").write_text("")
+    check_fresh_start(tmp_path)  # a start refused before it trained leaves these: nothing to lose
+    (tmp_path / "events.out.tfevents.1.host.2.0").write_bytes(b"")
+    with pytest.raises(ConfigError, match=r"holds a run's TensorBoard curves \(no checkpoint\), .*; pick a new"):
+        check_fresh_start(tmp_path)
+    fake_checkpoint(tmp_path / "last.pt", 30)
+    with pytest.raises(ConfigError, match=r"step 30 of 60 \(last.pt\), .*resume it \(python train.py trainer.res"):
+        check_fresh_start(tmp_path)

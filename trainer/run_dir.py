@@ -141,9 +141,10 @@ def resume_dir(checkpoint: Path) -> Path:
     directory, last = checkpoint.parent, checkpoint.parent / LAST
     if checkpoint.name == LAST or not last.exists():
         return directory
-    step, newest = (glance(checkpoint) or {}).get("step"), glance(last)
-    if step is not None and newest and newest["step"] <= step:
-        return directory
+    seen, newest = glance(checkpoint), glance(last)
+    if not seen or (newest and newest["step"] <= seen["step"]):
+        return directory  # one that cannot be read is refused by load_checkpoint, naming it
+    step = seen["step"]
     branch = directory / f"branch-from-step-{step}"
     number = 1
     while run_found(branch):
@@ -187,10 +188,10 @@ def hydra_subdir(resume: Optional[str], run_dir: str, _root_: Optional[DictConfi
         return None
     directory = Path(run_dir)
     if not resume and run_found(directory):
-        if not (_root_ is not None and _root_.trainer.get("start_over")) or holder_of(directory):
+        if not (_root_ is not None and _root_.trainer.start_over) or holder_of(directory):
             return None
         start_over(directory)
-    again = (resume and resume != AUTO) or (Path(run_dir) / ".hydra").exists()
+    again = (resume and resume != AUTO) or (directory / ".hydra").exists()
     return f".hydra/resume-{datetime.now():%Y-%m-%d_%H-%M-%S-%f}" if again else ".hydra"
 
 
