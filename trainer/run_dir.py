@@ -14,7 +14,7 @@ import os
 import shutil
 from datetime import datetime
 from pathlib import Path
-from typing import Optional
+from typing import Optional, TextIO
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -59,7 +59,7 @@ class RunLock:
             self.file.close()  # closing releases the lock
 
 
-def held_by(lock_file) -> Optional[str]:
+def held_by(lock_file: TextIO) -> Optional[str]:
     """Takes the lock of the open `lock_file`; if another process holds it, who that is (the file names it)."""
     try:
         fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
