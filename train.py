@@ -26,7 +26,7 @@ from trainer.optim import learning_rate
 from trainer.record import NullRecorder, Recorder, recorder_for, tensorboard_command
 from trainer.resume import checkpoint_to_resume, resumed_config
 from trainer.run import TrainingRun, build_run
-from trainer.run_dir import RunLock, register_resolvers
+from trainer.run_dir import RunLock, branch_note, check_fresh_start, register_resolvers, resume_dir
 from trainer.schedule import Schedule
 from trainer.stopping import Interrupted, NonFiniteGuard, StopSignals
 
@@ -108,9 +108,13 @@ def main(cfg: DictConfig) -> float:
         # Every value is checked before any work starts; a resumed run takes its settings from its checkpoint.
         checkpoint, run_dir = None, Path(HydraConfig.get().runtime.output_dir)
         if path := checkpoint_to_resume(cfg.trainer.resume, run_dir):
-            checkpoint, run_dir = load_checkpoint(path), path.parent
+            checkpoint, run_dir = load_checkpoint(path), resume_dir(path)  # an older best.pt branches
             config = resumed_config(checkpoint["config"], cfg, HydraConfig.get().overrides.task, checkpoint["step"])
+            if run_dir != path.parent:
+                log.warning(branch_note(path, run_dir, checkpoint["step"]))
         else:
+            if not cfg.trainer.resume:
+                check_fresh_start(run_dir)  # no run replaces another
             config = to_train_config(cfg)
         ranks = distributed.start(config.trainer.device)
         distributed.quiet_other_ranks(ranks)

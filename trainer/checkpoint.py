@@ -3,7 +3,8 @@ Which checkpoint a run resumes from, and with which settings, is trainer/resume.
 
 A checkpoint holds only tensors and plain Python containers, so `torch.load(..., weights_only=True)` reads it;
 it is written to a temporary file in the same directory, flushed to disk, then renamed over the old one, so a
-kill at any instant leaves the previous checkpoint whole.
+kill at any instant leaves the previous checkpoint whole. torch.save stores a CRC-32 of every record of its zip
+archive, which torch.load never checks: load_checkpoint checks them all before it reads anything.
 """
 
 import os
@@ -12,6 +13,7 @@ import uuid
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import torch
@@ -77,6 +79,8 @@ def load_checkpoint(path: Path) -> dict:
         raise CheckpointError(f"{path}: no such checkpoint file")
     if not zipfile.is_zipfile(path):  # torch.save writes a zip archive; a truncated one has lost its directory
         raise CheckpointError(f"{path}: not a tinylm checkpoint (not a complete file written by torch.save)")
+    if damaged := damaged_record(path):
+        raise CheckpointError(f"{path}: damaged ({damaged} does not match its checksum); {whole_sibling(path)}")
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)  # never unpickles code
     except Exception as error:  # truncated, random bytes, a pickle of arbitrary objects: all refused alike
@@ -89,6 +93,33 @@ def load_checkpoint(path: Path) -> dict:
         reason = str(error).strip().splitlines()[0]
         raise CheckpointError(f"{path}: its weights do not fit its model settings ({reason[:160]})") from None
     return state
+
+
+def glance(path: Path) -> Optional[dict]:
+    """A checkpoint's step and settings, read without checks and without reading its weights (memory-mapped), for
+    deciding where a run writes and for messages; None when it cannot be read."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        return {"step": int(state["step"]), "max_steps": int(state["config"]["trainer"]["max_steps"])}
+    except Exception:  # damaged or foreign: load_checkpoint says how, if it is ever loaded
+        return None
+
+
+def damaged_record(path: Path) -> Optional[str]:
+    """The first record of the checkpoint's zip archive whose bytes do not match the CRC-32 stored with them, or
+    None when all do (a file that is no zip archive at all is is_zipfile's to refuse)."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return archive.testzip()
+    except (zipfile.BadZipFile, OSError) as error:
+        return f"its zip directory ({error})"
+
+
+def whole_sibling(path: Path) -> str:
+    """Which other checkpoint of the run directory (last.pt, best.pt) is whole, for a message about `path`."""
+    others = [path.with_name(name) for name in (LAST, BEST) if name != path.name]
+    whole = [other for other in others if zipfile.is_zipfile(other) and not damaged_record(other)]
+    return f"{whole[0]} is whole" if whole else "no other checkpoint of that run directory is whole"
 
 
 def load_failure(error: Exception) -> str:
@@ -107,7 +138,7 @@ def model_config(state: dict) -> ModelConfig:
 
 
 def checkpoint_state(step: int, config: TrainConfig, ranks: Ranks, **parts) -> dict:
-    """A checkpoint's contents: `parts` are model, optimizer, loss_sum, best_val, tokenizer (as plain values) and
+    """A checkpoint's contents: `parts` are model, optimizer, loss_sum, best_val, tokenizer, data (as plain values) and
     batch_generator, whose state joins this process's other random states; every rank's are gathered."""
     rng = ranks.gather(rng_states(parts.pop("batch_generator")))
     return {"format": CHECKPOINT_FORMAT, "step": step, "config": plain_config(config), "rng": rng, **parts}

@@ -52,6 +52,7 @@ class TrainerConfig:
     compile: bool = False  # torch.compile the model: slower start, faster steps on a GPU
     ckpt_interval: int = 500  # write last.pt every this many steps (and at the end); best.pt at each new best val loss
     resume: Optional[str] = None  # a run directory or checkpoint file to continue, in its own directory
+    start_over: bool = False  # a fresh run in a directory that holds a run: move that run into RUN/earlier-DATE_TIME
 
 
 @dataclass

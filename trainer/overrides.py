@@ -59,9 +59,22 @@ def keys_varied_by_sweep(run_dir: Path) -> list[str]:
     return list(dict.fromkeys([*swept, *(hydra.sweeper.get("params") or {})]))
 
 
+# What Hydra's override grammar reads unquoted as a plain string (hydra/grammar/OverrideLexer.g4: ID and
+# UNQUOTED_CHAR): ASCII letters, digits and a few signs, not Python's Unicode \w (é) nor `~`. Left out: `\` (it
+# starts escapes), `$` (interpolations), `:`, and whitespace (stripped at the ends).
+UNQUOTED = re.compile(r"[A-Za-z0-9_/+.%*@?|-]+")
+
+
 def override(key: str, value: str) -> str:
-    """`key=value` that Hydra parses back to the same `value`: one holding characters its override grammar reads as
-    syntax (a sweep job's directory, 1_model.causal=False) is quoted."""
-    if not re.fullmatch(r"[\w./~@+-]+", value):
-        value = '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """`key=value` that Hydra parses back to the same string `value`: one holding other characters (a sweep job's
+    directory, 1_model.causal=False; /home/josé; ~), or a word Hydra reads as another type (null, true, 12), is
+    quoted."""
+    if not (UNQUOTED.fullmatch(value) and PARSER.parse_override(f"{key}={value}").value() == value):
+        value = '"' + escape_for_quotes(value) + '"'
     return f"{key}={value}"
+
+
+def escape_for_quotes(value: str) -> str:
+    """`value` inside Hydra's double quotes: there a backslash escapes only a quote or the backslashes that precede
+    one (or the closing quote); anywhere else it is read as itself, so only those runs are doubled."""
+    return re.sub(r'(\\*)("|$)', lambda match: match[1] * 2 + ("\\" if match[2] else "") + match[2], value)

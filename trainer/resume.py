@@ -1,18 +1,24 @@
 """Resuming: which checkpoint a run continues from (`trainer.resume`: a run directory, a checkpoint file, or
 `auto`), with which settings, in which directory, and the command line that resumes a stopped run."""
 
+import json
+import logging
 import shlex
 from pathlib import Path
 from typing import Optional
 
 from omegaconf import DictConfig, OmegaConf
 
+from data import DataError, TokenData
+from data.manifest import MANIFEST
 from trainer.checkpoint import LAST, checkpoint_path
 from trainer.config import ConfigError, TrainConfig, to_train_config
 from trainer.overrides import override, override_key
 
 AUTO = "auto"  # trainer.resume=auto: resume from the run directory's last.pt if there is one, else start fresh
 # A resume continues the same run; besides trainer.resume itself, only these may differ from the checkpoint's settings.
+log = logging.getLogger("tinylm")
+
 RESUMABLE = ["trainer.max_steps", "trainer.ckpt_interval", "trainer.device", "trainer.sample_tokens", "data.cache_dir"]
 
 
@@ -63,3 +69,35 @@ def resumed_config(saved: dict, cfg: DictConfig, overrides: list[str], step: int
             f"raise trainer.max_steps to train on"
         )
     return config
+
+
+SPLIT_FILES = ("train.npy", "val.npy")  # the token cache entry's files of the two splits
+
+
+def trained_on(data: TokenData) -> dict:
+    """What a checkpoint records of the tokens its run trains on, from their token cache entry's manifest: the
+    text's identity (data/sources.py: local files by a hash of their bytes) and the train and val token files'
+    sizes and CRC-32s, which change whenever the text, its train/val cut or its tokenization does."""
+    manifest = json.loads((data.path / MANIFEST).read_text())
+    return {"text": manifest["key"]["text"], "tokens": {split: manifest["files"][split] for split in SPLIT_FILES}}
+
+
+def check_same_data(checkpoint: dict, tokenizer: str, now: dict) -> None:
+    """Refuses to resume on other tokens than the checkpoint's (`tokenizer` and `now`, what trained_on says of the
+    tokens at hand), naming what changed: the training text, the tokenizer, or both. A checkpoint written before
+    tinylm recorded its tokens can only have its tokenizer checked."""
+    tokenizer_changed = checkpoint["tokenizer"] != tokenizer
+    saved = checkpoint.get("data")
+    if saved is None:
+        log.warning(
+            "trainer.resume: this checkpoint predates the record of its training text; only its tokenizer is checked"
+        )
+    text_changed = saved is not None and saved["tokens"] != now["tokens"]
+    # A new tokenizer changes the tokens of the same text too: the text's identity says whether it changed as well.
+    text_changed = text_changed and (not tokenizer_changed or saved["text"] != now["text"])
+    changed = [what for what, did in (("the training text", text_changed), ("the tokenizer", tokenizer_changed)) if did]
+    if changed:
+        raise DataError(
+            f"trainer.resume: {' and '.join(changed)} changed since the checkpoint was written, so the run would "
+            "not go on as it began; resume with the text and tokenizer it was trained on, or start a new run"
+        )

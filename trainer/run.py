@@ -13,13 +13,14 @@ import torch
 from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel
 
-from data import DataError, TokenData, check_fits, get_batch, prepare_tokens
+from data import TokenData, check_fits, get_batch, prepare_tokens
 from model import TinyLM
 from trainer.checkpoint import checkpoint_state, restore_rng_states
 from trainer.config import ConfigError, TrainConfig
 from trainer.diagnostics import probe_windows
 from trainer.distributed import Ranks, allow_tf32
 from trainer.optim import make_optimizer
+from trainer.resume import check_same_data, trained_on
 from trainer.step import TrainStep, check_precision, grad_scaler
 
 log = logging.getLogger("tinylm")
@@ -40,6 +41,7 @@ class TrainingRun:
     loss_sum: Tensor  # the training losses since the last log step, summed on the device
     probe: Tensor  # the validation windows the attention diagnostics read, the same at every evaluation
     prompt: Tensor  # what samples continue: a line break
+    trained_on: dict  # what identifies the training text and its tokens (resume.py trained_on), checked on resume
 
     def batch(self) -> tuple[Tensor, Tensor]:
         settings = self.config.trainer
@@ -66,6 +68,7 @@ class TrainingRun:
             loss_sum=self.loss_sum.detach().cpu(),
             best_val=self.best_val,
             tokenizer=self.data.tokenizer.to_str(),
+            data=self.trained_on,
         )
 
 
@@ -89,8 +92,9 @@ def build_run(config: TrainConfig, ranks: Ranks, checkpoint: Optional[dict] = No
     with ranks.main_first():  # rank 0 tokenizes into the cache, the others read it
         data = prepare_tokens(config.data, config.tokenizer)
     check_fits({"train": data.train, "val": data.val}, config.model.block_size)
-    if checkpoint and checkpoint["tokenizer"] != data.tokenizer.to_str():
-        raise DataError("trainer.resume: the training text or tokenizer changed since the checkpoint was written")
+    record = trained_on(data)
+    if checkpoint:
+        check_same_data(checkpoint, data.tokenizer.to_str(), record)
     log.info(
         "data: %s train and %s val tokens, vocabulary %d (%s %s in %.1fs)",
         f"{len(data.train):,}",
@@ -133,7 +137,18 @@ def build_run(config: TrainConfig, ranks: Ranks, checkpoint: Optional[dict] = No
     probe = probe_windows(data.val, config.model.block_size, settings.seed + 2, device)
     prompt = torch.tensor([data.tokenizer.encode("\n").ids], device=device)
     return TrainingRun(
-        config, ranks, data, model, train_step, batch_generator, step, best_val, loss_sum.to(device), probe, prompt
+        config,
+        ranks,
+        data,
+        model,
+        train_step,
+        batch_generator,
+        step,
+        best_val,
+        loss_sum.to(device),
+        probe,
+        prompt,
+        record,
     )
 
 

@@ -1,22 +1,33 @@
-"""Where a run writes: Hydra's run directory (configs/train.yaml's hydra.run.dir) through two resolvers, and the
-lock that keeps a second process from writing into a run directory in use.
+"""Where a run writes: Hydra's run directory (configs/train.yaml's hydra.run.dir) through two resolvers, the lock
+that keeps a second process from writing into a run directory in use, and the rule that no run replaces another.
 
 A fresh run gets outputs/DATE/TIME with microseconds, so runs started in the same second never share one.
-A resumed run writes on into its own directory. Under torchrun every rank must agree on the directory,
-and only rank 0 writes Hydra's files there.
+A resumed run writes on into its own directory, unless it resumes from a checkpoint older than that directory's
+last.pt: then it branches into a new directory inside it. A fresh run aimed at a directory that holds a run is
+refused (check_fresh_start), or with trainer.start_over=true moves the earlier run's files aside first. Under
+torchrun every rank must agree on the directory, and only rank 0 writes Hydra's files there.
 """
 
 import fcntl
+import logging
 import os
+import shutil
 from datetime import datetime
 from pathlib import Path
-from typing import Optional
+from typing import Optional, TextIO
 
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
-from trainer.resume import AUTO, run_dir_of
+from trainer.checkpoint import BEST, LAST, glance
+from trainer.config import ConfigError
+from trainer.resume import AUTO, resume_override, run_dir_of
 
 LOCK = ".train.lock"
+EVENTS = "events.out.tfevents.*"
+EARLIER = "earlier-"  # trainer.start_over moves an earlier run's files into RUN/earlier-DATE_TIME
+HYDRA_LOG = "train.log"  # Hydra's job log, open for appending before the resolvers run
+
+log = logging.getLogger("tinylm")
 
 
 class RunDirInUse(Exception):
@@ -34,16 +45,9 @@ class RunLock:
         if not self.holds:
             return self
         self.file = open(self.path, "a+")  # never truncated before the lock is ours: it names the holder
-        try:
-            fcntl.flock(self.file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self.file.seek(0)
-            holder = self.file.read().strip() or "another process"
+        if holder := held_by(self.file):
             self.file.close()
-            raise RunDirInUse(
-                f"{self.path.parent}: this run directory is in use by {holder}; wait for it to end (or stop it) "
-                "before resuming or starting a run there"
-            ) from None
+            raise in_use(self.path.parent, holder)
         self.file.seek(0)
         self.file.truncate()
         self.file.write(f"process {os.getpid()} on {os.uname().nodename}\n")
@@ -55,22 +59,139 @@ class RunLock:
             self.file.close()  # closing releases the lock
 
 
+def held_by(lock_file: TextIO) -> Optional[str]:
+    """Takes the lock of the open `lock_file`; if another process holds it, who that is (the file names it)."""
+    try:
+        fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock_file.seek(0)
+        return lock_file.read().strip() or "another process"
+    return None
+
+
+def in_use(run_dir: Path, holder: str) -> RunDirInUse:
+    return RunDirInUse(
+        f"{run_dir}: this run directory is in use by {holder}; wait for it to end (or stop it) before resuming or "
+        "starting a run there"
+    )
+
+
+def holder_of(run_dir: Path) -> Optional[str]:
+    """Who holds the run directory's lock now, if anyone; creates nothing (a lock file exists if a run ever ran)."""
+    try:
+        with open(run_dir / LOCK) as lock_file:  # closing releases the lock, if this took it
+            return held_by(lock_file)
+    except FileNotFoundError:
+        return None
+
+
+def run_found(run_dir: Path) -> Optional[str]:
+    """What a run left in `run_dir`, for a message ("a run at step 40 of 60 (last.pt)"), or None when it holds no
+    checkpoint and no TensorBoard events: nothing that a fresh run there would replace or double."""
+    for name in (LAST, BEST):
+        if (run_dir / name).exists():
+            seen = glance(run_dir / name)
+            return f"a run at step {seen['step']} of {seen['max_steps']} ({name})" if seen else f"a run ({name})"
+    return "a run's TensorBoard curves (no checkpoint)" if any(run_dir.glob(EVENTS)) else None
+
+
+def check_fresh_start(run_dir: Path) -> None:
+    """A fresh run writes where no run is: one aimed at a directory in use, or at one that holds a run (that
+    trainer.start_over did not move aside, see hydra_subdir), is refused in one line naming the ways on. Rank 0
+    decides for all ranks of a torchrun."""
+    if not rank_zero():
+        return
+    if holder := holder_of(run_dir):
+        raise in_use(run_dir, holder)
+    if found := run_found(run_dir):
+        resume = ""
+        if seen := glance(run_dir / LAST):
+            finished = seen["step"] >= seen["max_steps"]
+            more = f" trainer.max_steps={2 * seen['max_steps']}" if finished else ""  # it trains on
+            resume = f"resume it (python train.py {resume_override(run_dir)}{more}), "
+        raise ConfigError(
+            f"hydra.run.dir={run_dir}: holds {found}, which a fresh run would replace; {resume}pick a new "
+            f"hydra.run.dir, or add trainer.start_over=true to start over there (the earlier run's files are kept in "
+            f"{run_dir}/{EARLIER}DATE_TIME)"
+        )
+
+
+def start_over(run_dir: Path) -> None:
+    """trainer.start_over=true: the earlier run's files move into RUN/earlier-DATE_TIME, whole, under the run
+    directory's lock, before Hydra writes this run's record; Hydra's log, already open, is copied, then emptied."""
+    aside = run_dir / f"{EARLIER}{datetime.now():%Y-%m-%d_%H-%M-%S-%f}"
+    with RunLock(run_dir):
+        found = run_found(run_dir)
+        aside.mkdir()
+        for entry in run_dir.iterdir():
+            if entry.name == LOCK or entry.name.startswith(EARLIER):
+                continue
+            if entry.name == HYDRA_LOG:
+                shutil.copy2(entry, aside / entry.name)
+                os.truncate(entry, 0)  # Hydra appends to it from its (new) end
+            else:
+                os.rename(entry, aside / entry.name)
+    log.info("trainer.start_over: %s was moved into %s, whole; this run starts over in %s", found, aside, run_dir)
+
+
+def resume_dir(checkpoint: Path) -> Path:
+    """Where a resume from `checkpoint` writes: its directory, unless the checkpoint is older than that directory's
+    last.pt (best.pt after a later last.pt): writing there would replace last.pt and purge the curves past the
+    checkpoint's step, so the run branches into DIR/branch-from-step-N (-2, -3: the first that holds no run)."""
+    directory, last = checkpoint.parent, checkpoint.parent / LAST
+    if checkpoint.name == LAST or not last.exists():
+        return directory
+    seen, newest = glance(checkpoint), glance(last)
+    if not seen or (newest and newest["step"] <= seen["step"]):
+        return directory  # one that cannot be read is refused by load_checkpoint, naming it
+    step = seen["step"]
+    branch = directory / f"branch-from-step-{step}"
+    number = 1
+    while run_found(branch):
+        number += 1
+        branch = directory / f"branch-from-step-{step}-{number}"
+    return branch
+
+
+def branch_note(checkpoint: Path, branch: Path, step: int) -> str:
+    """The line that says a resume from `checkpoint` (at `step`) branches into `branch`, and why."""
+    last = checkpoint.parent / LAST
+    newest = glance(last)
+    at = f"step {newest['step']}" if newest else "unreadable"
+    return (
+        f"trainer.resume: {checkpoint} (step {step}) is older than {last} ({at}); this run branches into {branch}, "
+        f"so that {last} and the curves past step {step} stay as they are"
+    )
+
+
+def rank_zero() -> bool:
+    return os.environ.get("RANK", "0") == "0"  # under torchrun, before its process group starts
+
+
 def run_dir(resume: Optional[str], fresh: str) -> str:
     if resume and resume != AUTO:  # auto resumes in the run's own directory, whatever the launcher made it
-        return str(run_dir_of(resume))
+        named = Path(resume).expanduser()
+        return str(resume_dir(named) if named.is_file() else run_dir_of(resume))
     run_id = os.environ.get("TORCHELASTIC_RUN_ID", "none")  # torchrun's rendezvous id, shared by all ranks
     if run_id != "none":  # a clock reading would differ between ranks; the rendezvous id does not
         return str(Path(fresh).parent / f"torchrun-{run_id[:8]}")
     return fresh
 
 
-def hydra_subdir(resume: Optional[str], run_dir: str) -> Optional[str]:
-    """Where Hydra writes the composed config: nowhere for ranks other than 0; for a resume, or any start in a
-    directory that has a run already (trainer.resume=auto, a process the run lock will refuse), beside the first's,
-    which stays as it was."""
-    if os.environ.get("RANK", "0") != "0":
+def hydra_subdir(resume: Optional[str], run_dir: str, _root_: Optional[DictConfig] = None) -> Optional[str]:
+    """Where Hydra writes the composed config: nowhere for ranks other than 0, nor for a fresh run that
+    check_fresh_start will refuse; for a resume, or any start in a directory that has a run already
+    (trainer.resume=auto, a process the run lock will refuse), beside the first's, which stays as it was.
+    A fresh run with trainer.start_over=true (read from the config's root, `_root_`) moves an earlier run aside
+    here: the last moment before Hydra writes into the directory."""
+    if not rank_zero():
         return None
-    again = (resume and resume != AUTO) or (Path(run_dir) / ".hydra").exists()
+    directory = Path(run_dir)
+    if not resume and run_found(directory):
+        if not (_root_ is not None and _root_.trainer.start_over) or holder_of(directory):
+            return None
+        start_over(directory)
+    again = (resume and resume != AUTO) or (directory / ".hydra").exists()
     return f".hydra/resume-{datetime.now():%Y-%m-%d_%H-%M-%S-%f}" if again else ".hydra"
 
 
