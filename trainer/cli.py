@@ -2,6 +2,7 @@
 stderr and an exit status: 1 for an error, 128 + the signal for a run stopped by one."""
 
 import os
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -13,7 +14,7 @@ from data import DataError
 from trainer.checkpoint import CheckpointError
 from trainer.config import ConfigError
 from trainer.run_dir import RunDirInUse
-from trainer.stopping import Interrupted, NonFiniteLoss
+from trainer.stopping import Interrupted, NonFiniteLoss, StopNow, signals_stop_at_once
 
 # Their messages name the setting, file or directory.
 ONE_LINE_ERRORS = (ConfigError, DataError, CheckpointError, NonFiniteLoss, RunDirInUse)
@@ -29,8 +30,10 @@ def one_line_errors() -> Iterator[None]:
         exit_with(f"error: {error}", 1)
     except OSError as error:  # a directory that cannot be written, a full disk: the path and the reason
         exit_with(f"error: {os_error(error)}", 1)
-    except Interrupted as stopped:
+    except (Interrupted, StopNow) as stopped:
         exit_with(str(stopped), stopped.exit_status)
+    except KeyboardInterrupt:  # SIGINT where tinylm's handler was not in place: another thread's, a library's
+        exit_with(str(StopNow(signal.SIGINT)), 128 + signal.SIGINT)
 
 
 def exit_with(message: str, status: int) -> None:
@@ -44,13 +47,24 @@ def exit_with(message: str, status: int) -> None:
 
 def run_with_one_line_errors(main: Callable[[], object]) -> None:
     """Run a @hydra.main function; Hydra's own errors (an unknown key, a wrong type, a missing option) become
-    one line too. HYDRA_FULL_ERROR=1, set by the user, shows Hydra's full report with its traceback instead."""
-    if os.environ.get("HYDRA_FULL_ERROR") == "1":
-        main()
-        return
+    one line too. HYDRA_FULL_ERROR=1, set by the user, shows Hydra's full report with its traceback instead.
+    From here on SIGINT and SIGTERM end the process in one line too (StopNow), until the training loop takes them."""
+    with signals_stop_at_once():
+        if os.environ.get("HYDRA_FULL_ERROR") == "1":
+            main()
+            return
+        with one_line_hydra_errors():
+            main()
+
+
+@contextmanager
+def one_line_hydra_errors() -> Iterator[None]:
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra then raises its errors here instead of printing several lines
     try:
-        main()
+        yield
+    except StopNow as stopped:  # while Hydra composes the config or starts the job
+        print(stopped, file=sys.stderr)
+        sys.exit(stopped.exit_status)
     except (HydraException, OmegaConfBaseException) as error:
         sys.exit(f"error: {one_line(error)}")
     except OSError as error:  # Hydra cannot make or write the run directory
