@@ -1,6 +1,7 @@
 """Stopping at any moment and sizes a machine cannot hold (issue 19, points 5, 7 and 9): every way ends in one line
 and an exit status, never a traceback, and leaves nothing half-written."""
 
+import re
 import signal
 import subprocess
 import sys
@@ -10,7 +11,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import ROOT, SHORT
+import train
+import trainer.run
+from conftest import ROOT, SHORT, compose_config
+from trainer.cli import run_with_one_line_errors
+from trainer.config import to_train_config
+from trainer.memory import human, machine_memory
 
 
 def train_py_where(patch: str) -> list[str]:
@@ -85,4 +91,107 @@ def test_a_signal_while_the_run_is_built_ends_in_one_line_with_128_plus_the_sign
     assert run.stderr.read().strip() == (
         f"stopped by {received.name} outside the training loop, where no checkpoint is written: any checkpoint "
         "already in the run directory is whole"
+    )
+
+
+def run_train(monkeypatch, *overrides: str) -> str:
+    """train.py's command line, in this process; returns what it printed as its error."""
+    monkeypatch.setattr(sys, "argv", ["train.py", *overrides])
+    with pytest.raises(SystemExit) as stopped:
+        run_with_one_line_errors(train.main)
+    return stopped.value.code
+
+
+def test_a_model_no_machine_can_hold_is_refused_before_any_work_naming_the_setting(tmp_path):
+    run_dir = tmp_path / "run"
+    result = subprocess.run(
+        [sys.executable, "train.py", "model.d_model=1000000", "trainer.device=cpu", f"hydra.run.dir={run_dir}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip() == (
+        "error: model.d_model=1000000: this run needs at least 128.1 TB (the weights, their gradients and AdamW's "
+        f"two moments: 8,000,589,000,000 parameters x 16 bytes), more than the {human(machine_memory())} of this "
+        "machine's memory; lower it"
+    )
+    assert not list(run_dir.glob("*.pt")) and not list(run_dir.glob("events.*"))
+
+
+@pytest.mark.parametrize(
+    "overrides, named, piece",
+    [
+        (["trainer.batch_size=100000000"], "trainer.batch_size=100000000", "one training step's activations"),
+        (["model.d_k=1000000000"], "model.d_k=1000000000", "one training step's activations"),
+        (["model.n_layer=100000000"], "model.n_layer=100000000", "one training step's activations"),
+        (["model.block_size=100000000"], "model.block_size=100000000", "one training step's activations"),
+        (["model.d_model=4096", "model.n_layer=20000"], "model.d_model=4096, model.n_layer=20000", "the weights"),
+        (
+            ["trainer.eval_iters=100000000", "trainer.max_steps=100000000"],
+            "trainer.eval_iters=100000000",
+            "an evaluation's 100000000 batches",
+        ),
+    ],
+)
+def test_sizes_beyond_the_machine_are_refused_in_one_line_naming_them(overrides, named, piece, monkeypatch, tmp_path):
+    error = run_train(monkeypatch, *overrides, "trainer.device=cpu", f"hydra.run.dir={tmp_path}")
+    assert re.fullmatch(
+        rf"error: {re.escape(named)}: this run needs at least [\d.]+ [TP]B \({re.escape(piece)}.*\), more than "
+        rf"the {re.escape(human(machine_memory()))} of this machine's memory; lower (it|them)",
+        error,
+    ), error
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [[], ["+experiment=saturation", "model.d_k=1024", "hydra.mode=RUN"], ["tokenizer=bpe"], ["model.fused=false"]],
+)
+def test_the_default_run_and_the_presets_pass_the_estimate(overrides):
+    to_train_config(compose_config(*overrides))  # raises ConfigError if refused
+
+
+# How torch on a CPU, numpy and CUDA say it, after the estimate let a run through (a machine busy with other work,
+# say), by the size each could not allocate.
+ALLOCATION_FAILURES = {
+    "2.0 GB": RuntimeError(
+        "[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: you tried to "
+        "allocate 1966080000 bytes. Error code 12 (Cannot allocate memory)"
+    ),
+    "24.6 GiB": MemoryError("Unable to allocate 24.6 GiB for an array with shape (100000000, 33) and data type int64"),
+    "20.00 GiB": torch.OutOfMemoryError(
+        "CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity..."
+    ),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tried, failure", ALLOCATION_FAILURES.items(), ids=ALLOCATION_FAILURES.keys())
+def test_memory_running_out_mid_run_ends_in_one_line_naming_the_sizes_set_and_the_whole_checkpoint(
+    tried, failure, tmp_path, cache_dir, monkeypatch
+):
+    get_batch, calls = trainer.run.get_batch, []
+
+    def batch_then_out_of_memory(*args):
+        calls.append(1)
+        if len(calls) > 7:  # last.pt holds step 5
+            raise failure
+        return get_batch(*args)
+
+    monkeypatch.setattr(trainer.run, "get_batch", batch_then_out_of_memory)
+    run_dir = tmp_path / "run"
+    error = run_train(
+        monkeypatch,
+        *SHORT,
+        "trainer.max_steps=10",
+        "trainer.eval_interval=10",
+        "trainer.ckpt_interval=5",
+        f"data.cache_dir={cache_dir}",
+        f"hydra.run.dir={run_dir}",
+    )
+    assert error == (
+        f"error: out of memory: could not allocate {tried}. The sizes set: trainer.eval_iters=4 trainer.batch_size=16 "
+        "model.block_size=32 model.d_model=64; lower them, or split the batch with trainer.grad_accum_steps; "
+        f"{run_dir}/last.pt, the last checkpoint, is whole"
     )

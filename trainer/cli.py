@@ -2,22 +2,29 @@
 stderr and an exit status: 1 for an error, 128 + the signal for a run stopped by one."""
 
 import os
+import re
 import signal
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
+from hydra.core.hydra_config import HydraConfig
 from hydra.errors import HydraException, OverrideParseException
 from omegaconf.errors import OmegaConfBaseException
 
 from data import DataError
 from trainer.checkpoint import CheckpointError
 from trainer.config import ConfigError
+from trainer.memory import SIZE_SETTINGS, human
+from trainer.overrides import override_key
 from trainer.run_dir import RunDirInUse
 from trainer.stopping import Interrupted, NonFiniteLoss, StopNow, signals_stop_at_once
 
 # Their messages name the setting, file or directory.
 ONE_LINE_ERRORS = (ConfigError, DataError, CheckpointError, NonFiniteLoss, RunDirInUse)
+# How torch's CPU and CUDA allocators, numpy and Apple's MPS say that memory ran out (torch raises RuntimeError).
+OUT_OF_MEMORY = re.compile(r"can't allocate memory|out of memory|unable to allocate|not enough memory", re.IGNORECASE)
 
 
 @contextmanager
@@ -30,6 +37,10 @@ def one_line_errors() -> Iterator[None]:
         exit_with(f"error: {error}", 1)
     except OSError as error:  # a directory that cannot be written, a full disk: the path and the reason
         exit_with(f"error: {os_error(error)}", 1)
+    except (MemoryError, RuntimeError) as error:  # sizes that trainer/memory.py's estimate let through
+        if not isinstance(error, MemoryError) and not OUT_OF_MEMORY.search(str(error)):
+            raise
+        exit_with(f"error: {out_of_memory(error)}", 1)
     except (Interrupted, StopNow) as stopped:
         exit_with(str(stopped), stopped.exit_status)
     except KeyboardInterrupt:  # SIGINT where tinylm's handler was not in place: another thread's, a library's
@@ -71,6 +82,24 @@ def one_line_hydra_errors() -> Iterator[None]:
         sys.exit(f"error: {os_error(error)}")
     finally:
         del os.environ["HYDRA_FULL_ERROR"]
+
+
+def out_of_memory(error: Exception) -> str:
+    """What could not be allocated, the sizes the user set (the likely cause) and the checkpoint that is whole."""
+    text = str(error).strip()
+    size = re.search(r"allocate (\d+) bytes|allocate ([\d.]+ [KMGTP]i?B)", text)
+    if size:
+        what = f"could not allocate {human(int(size[1])) if size[1] else size[2]}"
+    else:
+        what = text.splitlines()[0][:120] if text else type(error).__name__
+    job = HydraConfig.get() if HydraConfig.initialized() else None
+    typed = [item for item in job.overrides.task if override_key(item) in SIZE_SETTINGS] if job else []
+    sizes = (
+        f"The sizes set: {' '.join(typed)}; lower them" if typed else f"Lower the sizes ({', '.join(SIZE_SETTINGS)})"
+    )
+    last = Path(job.runtime.output_dir) / "last.pt" if job else None
+    kept = f"; {last}, the last checkpoint, is whole" if last and last.exists() else ""
+    return f"out of memory: {what}. {sizes}, or split the batch with trainer.grad_accum_steps{kept}"
 
 
 def os_error(error: OSError) -> str:

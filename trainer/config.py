@@ -14,6 +14,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from data import DataConfig, TokenizerConfig, TokenizerKind
 from model import ModelConfig
+from trainer.memory import memory_problem
 
 
 class ConfigError(Exception):
@@ -176,3 +177,6 @@ def check_values(config: TrainConfig) -> None:
         )
     if problems:
         raise ConfigError("; ".join(f"{key}={value(key)}: {problem}" for key, problem in problems))
+    # The vocabulary comes from the text later; a BPE one has its 256 bytes at least, a char one a character.
+    if too_big := memory_problem(config, vocab_size=256 if bpe else 1):
+        raise ConfigError(too_big)
