@@ -195,3 +195,33 @@ def test_memory_running_out_mid_run_ends_in_one_line_naming_the_sizes_set_and_th
         "model.block_size=32 model.d_model=64; lower them, or split the batch with trainer.grad_accum_steps; "
         f"{run_dir}/last.pt, the last checkpoint, is whole"
     )
+
+
+def run_bench(monkeypatch, *overrides: str) -> str:
+    """bench.py's command line, in this process; returns what it printed as its error."""
+    import bench
+
+    monkeypatch.setattr(sys, "argv", ["bench.py", *overrides])
+    with pytest.raises(SystemExit) as stopped:
+        run_with_one_line_errors(bench.main)
+    return stopped.value.code
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("bench.json_path={tmp}", "bench.json_path={tmp}: is a directory; name a file in it, e.g. bench.json"),
+        ("bench.json_path={tmp}/file/b.json",
+         "bench.json_path={tmp}/file/b.json: {tmp}/file is a file, not a directory"),
+        ("bench.matmul_size=10000000", "bench.matmul_size=10000000: its matmul needs 1.2 PB (three n x n matrices), "
+         "more than the {memory} of this machine's memory; lower it"),
+        ("bench.block_sizes=[100000000]", "bench.attention_batch_size=8, bench.block_sizes=[100000000]: the attention "
+         "comparison at block size 100000000 needs at least 960.0 PB (one training step's activations: 800,000,000 "
+         "tokens), more than the {memory} of this machine's memory; lower them"),
+    ],
+)  # fmt: skip
+def test_bench_refuses_a_place_or_size_that_cannot_work_before_measuring(override, message, tmp_path, monkeypatch):
+    (tmp_path / "file").write_text("")
+    overrides = [override.format(tmp=tmp_path), "trainer.device=cpu", f"hydra.run.dir={tmp_path}/run"]
+    error = run_bench(monkeypatch, *overrides)
+    assert error == "error: " + message.format(tmp=tmp_path, memory=human(machine_memory()))

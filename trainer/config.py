@@ -115,6 +115,8 @@ NOT_NEGATIVE = [
     "trainer.sample_tokens",
 ]
 BELOW_ONE = ["model.dropout", "optim.beta1", "optim.beta2"]  # and not negative
+SEED_LIMIT = 2**62  # torch's generators take 64 bits; the ranks' seeds add to it (trainer/distributed.py)
+MAX_SAMPLE_TOKENS = 100_000  # as sample.py's max_new_tokens
 
 
 def float_keys(config: TrainConfig) -> list[str]:
@@ -162,6 +164,10 @@ def check_values(config: TrainConfig) -> None:
         problems.append(("trainer.eval_interval", f"must not exceed trainer.max_steps={config.trainer.max_steps}"))
     if not 0 < config.data.val_fraction < 1 and "data.val_fraction" not in nonfinite:
         problems.append(("data.val_fraction", "must be between 0 and 1"))
+    if not -SEED_LIMIT <= config.trainer.seed <= SEED_LIMIT:
+        problems.append(("trainer.seed", f"must be between -{SEED_LIMIT} and {SEED_LIMIT} (2**62)"))
+    if config.trainer.sample_tokens > MAX_SAMPLE_TOKENS:
+        problems.append(("trainer.sample_tokens", f"must be at most {MAX_SAMPLE_TOKENS}: each is a forward pass"))
     if config.model.vocab_size is not None:
         problems.append(
             ("model.vocab_size", "comes from the tokenizer; to change it use tokenizer=bpe tokenizer.vocab_size=N")

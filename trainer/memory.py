@@ -19,6 +19,9 @@ FLOAT = 4  # bytes of a float32: weights, gradients and the optimizer's moments 
 TOKEN_ID = 8  # bytes of an int64 token id, as get_batch hands them to the model
 PER_PARAMETER = 4 * FLOAT  # the weight, its gradient and AdamW's two moments
 UNITS = ("bytes", "KB", "MB", "GB", "TB", "PB")
+# The tokenizers library allocates this much per vocabulary entry before it learns a merge (measured: 70.9 GB asked
+# for tokenizer.vocab_size=1000000000); failing, it aborts the process, which no handler can catch.
+BPE_TRAINER_BYTES = 70
 SIZE_SETTINGS = [
     "model.d_model",
     "model.d_k",
@@ -49,8 +52,9 @@ def parameter_count(model: ModelConfig) -> int:
     return one_layer + (model.n_layer - 1) * block
 
 
-def needs(config: "TrainConfig", vocab_size: int) -> tuple[list[Need], Need]:
-    """The pieces that live on the training device at the same time, and the batch being built on the host."""
+def needs(config: "TrainConfig", vocab_size: int) -> tuple[list[Need], list[Need]]:
+    """The pieces that live on the training device at the same time, and those on the host: the batch being built
+    and, for tokenizer=bpe, what its trainer allocates up front."""
     model, trainer = config.model, config.trainer
     parameters = parameter_count(replace(model, vocab_size=vocab_size))
     tokens = trainer.batch_size // trainer.grad_accum_steps * model.block_size  # of one micro-batch
@@ -75,7 +79,15 @@ def needs(config: "TrainConfig", vocab_size: int) -> tuple[list[Need], Need]:
         ),
     ]
     # numpy's index array, the gathered ids and their int64 copy
-    host = Need(f"building a batch of {trainer.batch_size} windows", 3 * windows * TOKEN_ID, ["trainer.batch_size"])
+    host = [Need(f"building a batch of {trainer.batch_size} windows", 3 * windows * TOKEN_ID, ["trainer.batch_size"])]
+    if config.tokenizer.vocab_size:
+        host.append(
+            Need(
+                f"the BPE trainer's tables for {config.tokenizer.vocab_size:,} tokens",
+                config.tokenizer.vocab_size * BPE_TRAINER_BYTES,
+                ["tokenizer.vocab_size"],
+            )
+        )
     return device, host
 
 
@@ -100,23 +112,41 @@ def device_memory(device_name: str) -> Optional[tuple[int, str]]:
     return properties.total_memory, f"the GPU's memory ({properties.name})"
 
 
-def memory_problem(config: "TrainConfig", vocab_size: int) -> Optional[str]:
-    """Why these settings cannot fit this machine, naming them, or None where they may."""
+@dataclass
+class Shortfall:
+    """Settings that need more memory than there is: how much, the biggest piece, and what the machine has."""
+
+    needed: float
+    biggest: Need
+    available: int
+    where: str
+
+    def says(self) -> str:
+        return (
+            f"needs at least {human(self.needed)} ({self.biggest.what}), more than the {human(self.available)} of "
+            f"{self.where}"
+        )
+
+
+def shortfall(config: "TrainConfig", vocab_size: int) -> Optional[Shortfall]:
+    """Where these settings cannot fit this machine, or None where they may."""
     device, host = needs(config, vocab_size)
     gpu = device_memory(config.trainer.device)
-    ram = machine_memory()
-    here = "this machine's memory"
-    checks = [(device, *gpu), ([host], ram, here)] if gpu else [(device + [host], ram, here)]
+    ram, here = machine_memory(), "this machine's memory"
+    checks = [(device, *gpu), (host, ram, here)] if gpu else [(device + host, ram, here)]
     for pieces, available, where in checks:
-        total = sum(piece.bytes for piece in pieces)
-        if total > available:
-            biggest = max(pieces, key=lambda piece: piece.bytes)
-            named = ", ".join(f"{key}={value_of(config, key)}" for key in changed(config, biggest.settings))
-            return (
-                f"{named}: this run needs at least {human(total)} ({biggest.what}), more than the {human(available)} "
-                f"of {where}; lower {'it' if ',' not in named else 'them'}"
-            )
+        needed = sum(piece.bytes for piece in pieces)
+        if needed > available:
+            return Shortfall(needed, max(pieces, key=lambda piece: piece.bytes), available, where)
     return None
+
+
+def memory_problem(config: "TrainConfig", vocab_size: int) -> Optional[str]:
+    """Why these settings cannot fit this machine, naming them, or None where they may."""
+    if not (short := shortfall(config, vocab_size)):
+        return None
+    named = ", ".join(f"{key}={value_of(config, key)}" for key in changed(config, short.biggest.settings))
+    return f"{named}: this run {short.says()}; lower {'it' if ',' not in named else 'them'}"
 
 
 def value_of(config: "TrainConfig", key: str) -> object:
