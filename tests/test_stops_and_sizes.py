@@ -225,3 +225,22 @@ def test_bench_refuses_a_place_or_size_that_cannot_work_before_measuring(overrid
     overrides = [override.format(tmp=tmp_path), "trainer.device=cpu", f"hydra.run.dir={tmp_path}/run"]
     error = run_bench(monkeypatch, *overrides)
     assert error == "error: " + message.format(tmp=tmp_path, memory=human(machine_memory()))
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["trainer.seed=100000000000000000000000"], "trainer.seed=100000000000000000000000: must be between "
+         "-4611686018427387904 and 4611686018427387904 (2**62)"),
+        (["trainer.sample_tokens=1000000000"], "trainer.sample_tokens=1000000000: must be at most 100000: each is a "
+         "forward pass"),
+        (["tokenizer=bpe", "tokenizer.vocab_size=1000000000"], "tokenizer.vocab_size=1000000000: this run needs at "
+         "least 70.0 GB (the BPE trainer's tables for 1,000,000,000 tokens), more than the {memory} of this "
+         "machine's memory; lower it"),
+    ],
+)  # fmt: skip
+def test_numbers_that_crashed_or_hung_a_run_are_refused_in_one_line(overrides, message, tmp_path, monkeypatch):
+    if "70.0 GB" in message and machine_memory() > 70e9:
+        pytest.skip("this machine could hold the BPE trainer's tables")
+    error = run_train(monkeypatch, *overrides, "trainer.device=cpu", f"hydra.run.dir={tmp_path}")
+    assert error == "error: " + message.format(memory=human(machine_memory()))
