@@ -75,6 +75,7 @@ def signals_stop_at_once() -> Iterator[None]:
             received.append(number)
             raise StopNow(signal.Signals(number))
 
+    handle.stops_at_once = True  # a handler that a narrower one (a token-cache build's cleanup) may stand in for
     previous = {
         number: signal.signal(number, handle)
         for number in SIGNALS
