@@ -15,7 +15,7 @@ import logging
 import os
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import hydra
 from hydra.core.config_store import ConfigStore
@@ -30,6 +30,7 @@ from data import prepare_tokens
 from trainer.cli import one_line_errors, run_with_one_line_errors
 from trainer.config import ConfigError, TrainConfig, to_train_config, to_typed
 from trainer.distributed import pick_device
+from trainer.memory import FLOAT, device_memory, human, machine_memory, shortfall
 from trainer.overrides import override_key
 
 log = logging.getLogger("tinylm.bench")
@@ -63,9 +64,45 @@ def to_bench_config(cfg: DictConfig) -> tuple[TrainConfig, BenchSettings]:
         )
     if not all(size > 0 for size in settings.block_sizes):
         problems.append(f"bench.block_sizes={settings.block_sizes}: must be positive")
+    if not problems:
+        problems = memory_problems(config, settings)
     if problems:
         raise ConfigError("; ".join(problems))
     return config, settings
+
+
+def memory_problems(config: TrainConfig, settings: BenchSettings) -> list[str]:
+    """The sizes no machine here can hold: the attention comparison trains bench.attention_batch_size sequences at
+    each of bench.block_sizes on the explicit path too (trainer/memory.py's estimate); the matmul holds three n x n
+    matrices."""
+    sections, problems = set(settings.sections), []
+    compared = settings.attention_batch_size, settings.block_sizes
+    for block_size in settings.block_sizes if Section.attention in sections else []:
+        model = replace(config.model, block_size=block_size, fused=False)
+        trainer = replace(config.trainer, batch_size=settings.attention_batch_size, eval_iters=0)
+        if short := shortfall(replace(config, model=model, trainer=trainer), vocab_size=1):
+            problems.append(
+                "bench.attention_batch_size={}, bench.block_sizes={}: the attention comparison at block size {} {}; "
+                "lower them".format(*compared, block_size, short.says())
+            )
+            break
+    available, where = device_memory(config.trainer.device) or (machine_memory(), "this machine's memory")
+    matrices = 3 * settings.matmul_size**2 * FLOAT
+    if Section.throughput in sections and matrices > available:
+        problems.append(
+            f"bench.matmul_size={settings.matmul_size}: its matmul needs {human(matrices)} (three n x n matrices), "
+            f"more than the {human(available)} of {where}; lower it"
+        )
+    return problems
+
+
+def check_json_path(json_path: Path, setting: Optional[str]) -> None:
+    """Where bench.json goes, made and checked before minutes of measuring, not after them."""
+    if json_path.is_dir():
+        raise ConfigError(f"bench.json_path={setting}: is a directory; name a file in it, e.g. bench.json")
+    if file := next((parent for parent in json_path.parents if parent.exists() and not parent.is_dir()), None):
+        raise ConfigError(f"bench.json_path={setting}: {file} is a file, not a directory")
+    json_path.parent.mkdir(parents=True, exist_ok=True)
 
 
 def bench(config: TrainConfig, settings: BenchSettings, overrides: list[str]) -> dict[str, Any]:
@@ -95,17 +132,17 @@ def bench(config: TrainConfig, settings: BenchSettings, overrides: list[str]) ->
     return results
 
 
-@hydra.main(version_base="1.3", config_path="configs", config_name="bench")
+@hydra.main(version_base="1.3", config_path=str(Path(__file__).parent / "configs"), config_name="bench")
 def main(cfg: DictConfig) -> None:
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     # What the user set for the model, data and trainer goes to train.py for the startup measurement.
     overrides = [item for item in HydraConfig.get().overrides.task if not override_key(item).startswith("bench.")]
     with one_line_errors():
         config, settings = to_bench_config(cfg)
+        json_path = Path(settings.json_path).expanduser() if settings.json_path else run_dir / "bench.json"
+        check_json_path(json_path, settings.json_path)
         results = bench(config, settings, overrides)
-    json_path = Path(settings.json_path) if settings.json_path else run_dir / "bench.json"
-    json_path.parent.mkdir(parents=True, exist_ok=True)
-    json_path.write_text(json.dumps(results, indent=2, default=lambda value: value.value) + "\n")  # enums by name
+        json_path.write_text(json.dumps(results, indent=2, default=lambda value: value.value) + "\n")  # enums by name
     print(bench_markdown(results))
     print(f"\nwritten to {json_path}")
 

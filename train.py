@@ -53,7 +53,7 @@ def training_loop(config: TrainConfig, run_dir: Path, checkpoint: Optional[dict]
     schedule, optim = Schedule.of(run.config.trainer), run.config.optim
     guard = NonFiniteGuard(ranks.device)
     losses = {}
-    with recorder_for(run, run_dir, resumed=checkpoint is not None) as recorder, StopSignals() as stop:
+    with recorder_for(run, run_dir, resumed=checkpoint is not None) as recorder, StopSignals(run_dir) as stop:
         checkpointer = Checkpointer(run_dir, ranks, run.state, before_write=recorder.flush)
         if not checkpoint:
             losses = evaluate(run, recorder)

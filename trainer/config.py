@@ -14,6 +14,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from data import DataConfig, TokenizerConfig, TokenizerKind
 from model import ModelConfig
+from trainer.memory import memory_problem
 
 
 class ConfigError(Exception):
@@ -115,6 +116,8 @@ NOT_NEGATIVE = [
     "trainer.sample_tokens",
 ]
 BELOW_ONE = ["model.dropout", "optim.beta1", "optim.beta2"]  # and not negative
+SEED_LIMIT = 2**62  # torch's generators take 64 bits; the ranks' seeds add to it (trainer/distributed.py)
+MAX_SAMPLE_TOKENS = 100_000  # as sample.py's max_new_tokens
 
 
 def float_keys(config: TrainConfig) -> list[str]:
@@ -162,6 +165,10 @@ def check_values(config: TrainConfig) -> None:
         problems.append(("trainer.eval_interval", f"must not exceed trainer.max_steps={config.trainer.max_steps}"))
     if not 0 < config.data.val_fraction < 1 and "data.val_fraction" not in nonfinite:
         problems.append(("data.val_fraction", "must be between 0 and 1"))
+    if not -SEED_LIMIT <= config.trainer.seed <= SEED_LIMIT:
+        problems.append(("trainer.seed", f"must be between -{SEED_LIMIT} and {SEED_LIMIT} (2**62)"))
+    if config.trainer.sample_tokens > MAX_SAMPLE_TOKENS:
+        problems.append(("trainer.sample_tokens", f"must be at most {MAX_SAMPLE_TOKENS}: each is a forward pass"))
     if config.model.vocab_size is not None:
         problems.append(
             ("model.vocab_size", "comes from the tokenizer; to change it use tokenizer=bpe tokenizer.vocab_size=N")
@@ -177,3 +184,6 @@ def check_values(config: TrainConfig) -> None:
         )
     if problems:
         raise ConfigError("; ".join(f"{key}={value(key)}: {problem}" for key, problem in problems))
+    # The vocabulary comes from the text later; a BPE one has its 256 bytes at least, a char one a character.
+    if too_big := memory_problem(config, vocab_size=256 if bpe else 1):
+        raise ConfigError(too_big)

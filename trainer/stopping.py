@@ -1,7 +1,10 @@
-"""How a training run stops early: on a signal (with a checkpoint to resume from) or on a non-finite loss."""
+"""How a run stops early: on a signal (with a checkpoint to resume from, or at once) or on a non-finite loss."""
 
+import os
 import signal
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
@@ -11,29 +14,109 @@ from torch import Tensor
 from trainer.distributed import Ranks
 from trainer.resume import resume_override
 
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+UNFINISHED_CHECKPOINTS = ".*.pt.*.tmp"  # trainer/checkpoint.py's save_checkpoint writes .last.pt.HEX.tmp, renamed
+
+
+class StopNow(KeyboardInterrupt):
+    """A signal that ends the process at once: SIGINT or SIGTERM outside the training loop, or a second Ctrl-C in it.
+    A KeyboardInterrupt, not an Exception, so no `except Exception` takes it for a failure and every `finally` runs;
+    `checkpoint` is the run's last.pt when it came during the loop."""
+
+    def __init__(self, received: signal.Signals, checkpoint: Optional[Path] = None):
+        super().__init__(received, checkpoint)
+        self.received, self.checkpoint = received, checkpoint
+        self.exit_status = 128 + received  # the shell's convention for a process ended by a signal
+
+    def __str__(self) -> str:
+        if self.checkpoint is None:
+            return (
+                f"stopped by {self.received.name} outside the training loop, where no checkpoint is written: "
+                "any checkpoint already in the run directory is whole"
+            )
+        whole = (
+            f"{self.checkpoint}{saved_step(self.checkpoint)} is whole. {resume_command(self.checkpoint)}"
+            if self.checkpoint.exists()
+            else "no checkpoint had been written yet"
+        )
+        return f"stopped at once by a second {self.received.name}; a checkpoint being written was dropped, {whole}"
+
+
+def saved_step(checkpoint: Path) -> str:
+    """ " (step N)", read without loading the tensors; "" if the file does not say."""
+    try:
+        return f" (step {torch.load(checkpoint, map_location='cpu', weights_only=True, mmap=True)['step']})"
+    except Exception:  # the message is still true without the step
+        return ""
+
+
+def resume_command(checkpoint: Path, processes: Optional[int] = None) -> str:
+    processes = processes or int(os.environ.get("WORLD_SIZE", "1"))  # torchrun sets it for every rank
+    launcher = f"torchrun --standalone --nproc_per_node={processes}" if processes > 1 else "python"
+    return f"Resume with: {launcher} train.py {resume_override(checkpoint.parent)}"
+
+
+def handles_signals() -> bool:
+    return threading.current_thread() is threading.main_thread()  # only the main thread may handle signals
+
+
+@contextmanager
+def signals_stop_at_once() -> Iterator[None]:
+    """While active, SIGINT or SIGTERM raises StopNow (Python's default SIGTERM would end the process without a
+    word or any cleanup); further ones are ignored while it unwinds. A signal ignored (nohup, a background job)
+    stays ignored. The training loop's StopSignals takes over within."""
+    if not handles_signals():
+        yield
+        return
+    received = []
+
+    def handle(number: int, frame) -> None:
+        if not received:
+            received.append(number)
+            raise StopNow(signal.Signals(number))
+
+    handle.stops_at_once = True  # a handler that a narrower one (a token-cache build's cleanup) may stand in for
+    previous = {
+        number: signal.signal(number, handle)
+        for number in SIGNALS
+        if signal.getsignal(number) in (signal.SIG_DFL, signal.default_int_handler)
+    }
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
 
 class StopSignals:
     """While active, SIGINT (Ctrl-C) and SIGTERM (kill, a cluster's preemption) only ask the loop to stop after
-    its current step; `requested` says which came. A second Ctrl-C stops at once."""
+    its current step; `requested` says which came. A Ctrl-C after that stops at once (StopNow), without waiting
+    for the checkpoint being written; the unfinished file it leaves in `run_dir` is removed."""
 
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-    def __init__(self) -> None:
+    def __init__(self, run_dir: Optional[Path] = None) -> None:
         self.requested: Optional[signal.Signals] = None
         self.previous: dict = {}
+        self.run_dir = run_dir
+        self.stopping = False
 
     def __enter__(self) -> "StopSignals":
-        if threading.current_thread() is threading.main_thread():  # only the main thread may handle signals
-            self.previous = {number: signal.signal(number, self.handle) for number in self.SIGNALS}
+        if handles_signals():
+            self.previous = {number: signal.signal(number, self.handle) for number in SIGNALS}
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, kind, error, traceback) -> None:
         for number, handler in self.previous.items():
             signal.signal(number, handler)
+        if isinstance(error, StopNow) and self.run_dir:  # the run directory's lock is still held: the files are ours
+            for unfinished in self.run_dir.glob(UNFINISHED_CHECKPOINTS):
+                unfinished.unlink(missing_ok=True)
 
     def handle(self, number: int, frame) -> None:
-        if self.requested is signal.SIGINT and number == signal.SIGINT:
-            raise KeyboardInterrupt
+        if self.stopping:  # the process is already on its way out
+            return
+        if self.requested and number == signal.SIGINT:
+            self.stopping = True
+            raise StopNow(signal.SIGINT, self.run_dir / "last.pt" if self.run_dir else None)
         self.requested = signal.Signals(number)
 
     def agreed(self, ranks: Ranks) -> Optional[signal.Signals]:
@@ -44,10 +127,9 @@ class StopSignals:
 
 class Interrupted(Exception):
     def __init__(self, received: signal.Signals, step: int, checkpoint: Path, processes: int = 1):
-        launcher = f"torchrun --standalone --nproc_per_node={processes}" if processes > 1 else "python"
         super().__init__(
             f"stopped by {received.name} after step {step}; {checkpoint} holds it. "
-            f"Resume with: {launcher} train.py {resume_override(checkpoint.parent)}"
+            + resume_command(checkpoint, processes)
         )
         self.exit_status = 128 + received  # the shell's convention for a process ended by a signal
 
