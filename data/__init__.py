@@ -2,13 +2,12 @@
 
 from data.batches import check_fits, get_batch
 from data.cache import TokenData, prepare_tokens
-from data.errors import BuildStopped, DataError
+from data.errors import DataError
 from data.sources import DataConfig, Source, load_text
 from data.tokenizer import TokenizerConfig, TokenizerKind, encode, encode_chunks, train_tokenizer
 
 __all__ = [
     "DataConfig",
-    "BuildStopped",
     "DataError",
     "Source",
     "TokenData",

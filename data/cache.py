@@ -2,9 +2,9 @@
 
 A cache entry is a directory holding train.npy and val.npy (read back as memory maps), tokenizer.json and,
 written last, manifest.json (data/manifest.py). It is built in a staging directory beside it and renamed into
-place, so a reader never sees a half-written entry (data/staging.py: a build stopped by a signal removes its staging
-directory, the next build removes one a killed build left); one damaged later is found by its manifest, moved aside under a name of its
-own (so processes that find it at once do not trip over each other), deleted and built again.
+place, so a reader never sees a half-written entry (data/staging.py: a build stopped by a signal removes its
+staging directory, the next build removes one a killed build left); one damaged later is found by its manifest,
+moved aside under a name of its own (so processes that find it at once do not trip over each other), deleted and built again.
 
 The key never needs the text read whole: local files are known by a hash of their bytes, the embedded corpus by its
 files' sizes and modification times, a hub data set by its fingerprint (data/sources.py). Building reads the text
@@ -27,7 +27,6 @@ from tokenizers import Tokenizer
 
 from data.errors import DataError
 from data.manifest import DamagedEntry, open_checked, write_manifest
-from data.signals import signals_raise
 from data.sources import Corpus, DataConfig, open_corpus
 from data.staging import DAMAGED, Staging, remove_abandoned
 from data.tokenfiles import map_tokens, write_tokens
@@ -69,13 +68,8 @@ def cache_key(settings: dict) -> str:
 
 
 def prepare_tokens(data: DataConfig, tokenizer_config: TokenizerConfig) -> TokenData:
-    """The corpus as train and val token ids, from the cache or freshly tokenized. SIGINT or SIGTERM meanwhile
-    raises BuildStopped, once what the build wrote is removed."""
-    with signals_raise():
-        return prepared_tokens(data, tokenizer_config)
-
-
-def prepared_tokens(data: DataConfig, tokenizer_config: TokenizerConfig) -> TokenData:
+    """The corpus as train and val token ids, from the cache or freshly tokenized. A build stopped by an exception
+    (a SIGINT or SIGTERM arrives as one: trainer/stopping.py) removes what it wrote."""
     corpus = open_corpus(data)
     settings = key_settings(corpus, data, tokenizer_config)
     entry = cache_root(data) / cache_key(settings)
