@@ -4,7 +4,8 @@ A cache entry is a directory holding train.npy and val.npy (read back as memory 
 written last, manifest.json (data/manifest.py). It is built in a staging directory beside it and renamed into
 place, so a reader never sees a half-written entry (data/staging.py: a build stopped by a signal removes its
 staging directory, the next build removes one a killed build left); one damaged later is found by its manifest,
-moved aside under a name of its own (so processes that find it at once do not trip over each other), deleted and built again.
+moved aside under a name of its own (so processes that find it at once do not trip over each other), deleted and
+built again.
 
 The key never needs the text read whole: local files are known by a hash of their bytes, the embedded corpus by its
 files' sizes and modification times, a hub data set by its fingerprint (data/sources.py). Building reads the text
