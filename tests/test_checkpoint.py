@@ -131,3 +131,15 @@ def test_weights_of_another_model_shape_are_refused(run_dir, tmp_path):
     torch.save(state, path)
     with pytest.raises(CheckpointError, match="its weights do not fit its model settings"):
         load_checkpoint(path)
+
+
+def test_the_writer_of_a_run_removes_the_unfinished_files_a_killed_save_left_and_nothing_else(tmp_path):
+    from trainer.checkpoint import Checkpointer
+    from trainer.distributed import Ranks
+
+    left = [tmp_path / ".last.pt.0123abcd.tmp", tmp_path / ".best.pt.4567ef.tmp"]
+    kept = [tmp_path / "last.pt", tmp_path / "notes.tmp", tmp_path / ".hydra"]
+    for path in left + kept:
+        path.write_bytes(b"x")
+    Checkpointer(tmp_path, Ranks(device=torch.device("cpu")), state=dict, before_write=lambda: None)
+    assert sorted(path.name for path in tmp_path.iterdir()) == sorted(path.name for path in kept)

@@ -24,6 +24,7 @@ from trainer.distributed import Ranks
 
 CHECKPOINT_FORMAT = "tinylm-checkpoint-1"
 LAST, BEST = "last.pt", "best.pt"
+UNFINISHED = ".*.pt.*.tmp"  # save_checkpoint writes .last.pt.HEX.tmp, then renames it
 KEYS = {"format", "step", "config", "model", "optimizer", "rng", "loss_sum", "best_val", "tokenizer"}
 
 
@@ -39,6 +40,8 @@ class Checkpointer:
     def __init__(self, run_dir: Path, ranks: Ranks, state: Callable[[], dict], before_write: Callable[[], None]):
         self.run_dir, self.ranks, self.state, self.before_write = run_dir, ranks, state, before_write
         self.last = run_dir / LAST
+        if ranks.main:  # under the run directory's lock: what an earlier process left unfinished is nobody's
+            remove_unfinished(run_dir)
 
     def save(self, name: str = LAST) -> None:
         state = self.state()
@@ -57,7 +60,7 @@ class Checkpointer:
 
 
 def save_checkpoint(state: dict, path: Path) -> None:
-    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")  # UNFINISHED until renamed
     try:
         with open(temporary, "wb") as file:
             torch.save(state, file)
@@ -71,6 +74,13 @@ def save_checkpoint(state: dict, path: Path) -> None:
         os.fsync(directory)  # the rename itself reaches the disk
     finally:
         os.close(directory)
+
+
+def remove_unfinished(run_dir: Path) -> None:
+    """Removes the temporary files of checkpoint writes that never finished (a SIGKILL or a second Ctrl-C during
+    a save); only the process holding the run directory's lock may call it."""
+    for unfinished in run_dir.glob(UNFINISHED):
+        unfinished.unlink(missing_ok=True)
 
 
 def load_checkpoint(path: Path) -> dict:

@@ -11,11 +11,11 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from trainer.checkpoint import remove_unfinished
 from trainer.distributed import Ranks
 from trainer.resume import resume_override
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
-UNFINISHED_CHECKPOINTS = ".*.pt.*.tmp"  # trainer/checkpoint.py's save_checkpoint writes .last.pt.HEX.tmp, renamed
 
 
 class StopNow(KeyboardInterrupt):
@@ -108,8 +108,7 @@ class StopSignals:
         for number, handler in self.previous.items():
             signal.signal(number, handler)
         if isinstance(error, StopNow) and self.run_dir:  # the run directory's lock is still held: the files are ours
-            for unfinished in self.run_dir.glob(UNFINISHED_CHECKPOINTS):
-                unfinished.unlink(missing_ok=True)
+            remove_unfinished(self.run_dir)
 
     def handle(self, number: int, frame) -> None:
         if self.stopping:  # the process is already on its way out
