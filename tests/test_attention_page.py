@@ -10,8 +10,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from attention_browser import CHROMIUM, browser_page, open_tab, point_at, tensorboard, type_text, wait_for_panels
+
 from conftest import ROOT
 
 pytestmark = pytest.mark.slow
