@@ -38,7 +38,7 @@ def test_a_preset_over_two_seeds_runs_side_by_side_and_sums_up_per_configuration
         f"[job {job}" for job in range(4)
     }  # every job's lines say whose they are
     rows = read_csv(sweep_dir / "summary.csv")
-    assert [(row["overrides"].split()[-1], row["n"], row["seeds"]) for row in rows] == [
+    assert [(row["overrides"].split()[0], row["n"], row["seeds"]) for row in rows] == [
         ("model.causal=True", "2", "0 1"), ("model.causal=False", "2", "0 1")
     ]  # fmt: skip
 
