@@ -18,6 +18,7 @@ from trainer.tags import FINAL_TAGS
 AUTOMATIC = 3  # a swept number with this many values or more gets its figure unasked
 LOG_Y = {"attn/logit_max"}  # grows by orders of magnitude as the softmax saturates
 COLUMNS = 4
+MARKED = 8  # up to this many values (a grid) each gets its tick; more (a search's trials) get the axis's own ticks
 
 
 @dataclass
@@ -90,8 +91,9 @@ def plot_against(runs: list[Run] | list[Configuration], key: str, path: Path) ->
             continue
         if values[0] > 0 and values[-1] >= 10 * values[0]:
             axes.set_xscale("log")
-        axes.set_xticks(values, [tick_label(value) for value in values], fontsize="small")
-        axes.xaxis.set_minor_locator(NullLocator())  # only the swept values are marked
+        if len(values) <= MARKED:
+            axes.set_xticks(values, [tick_label(value) for value in values], fontsize="small")
+            axes.xaxis.set_minor_locator(NullLocator())  # only the swept values are marked
         if tag in LOG_Y and all(min(line.get_ydata()) > 0 for line in axes.lines):
             axes.set_yscale("log")
     for axes in cells[len(FINAL_TAGS) :]:
