@@ -65,7 +65,9 @@ def plot_against(runs: list[Run] | list[Configuration], key: str, path: Path) ->
     rows = math.ceil((len(FINAL_TAGS) + 1) / COLUMNS)
     figure = Figure(figsize=(3.2 * COLUMNS, 2.6 * rows))
     # Fixed margins: a layout engine would measure every tick label of every panel, twice the drawing time.
-    spacing = {"left": 0.05, "right": 0.99, "bottom": 0.1, "top": 0.86, "wspace": 0.3, "hspace": 0.55}
+    seeds = seeds_note(runs).replace("lines", "points").replace("bands", "error bars")
+    top = 0.86 - 0.04 * bool(seeds)  # room for the title's third line
+    spacing = {"left": 0.05, "right": 0.99, "bottom": 0.1, "top": top, "wspace": 0.3, "hspace": 0.55}
     cells = list(figure.subplots(rows, COLUMNS, gridspec_kw=spacing).flat)
     for tag, axes in zip(FINAL_TAGS, cells):
         for line in lines:
@@ -102,6 +104,5 @@ def plot_against(runs: list[Run] | list[Configuration], key: str, path: Path) ->
         add_legend(cells[len(FINAL_TAGS)], legend, loc="upper left")
     note = " (open markers: runs that stopped before trainer.max_steps)" if unfinished_runs(runs) else ""
     shared = textwrap.fill(" ".join(shared_overrides(runs)), 160)
-    seeds = seeds_note(runs).replace("lines", "points").replace("bands", "error bars")
     figure.suptitle(f"final values against {key}{note}\n{shared}{seeds}".strip(), fontsize="small")
     figure.savefig(path, dpi=80)
