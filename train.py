@@ -126,9 +126,9 @@ def main(cfg: DictConfig) -> float:
                 distributed.stop(ranks)
         done = time.perf_counter() - started
         log.info("done in %.0fs: val loss %.4f. To see it: %s", done, losses["val"], tensorboard_command(run_dir))
-    # What a Hydra sweeper (Optuna, Nevergrad, Ax) minimises: the loss with the causal mask on, which a leaky run
-    # cannot fake (for a causal run it is val/loss itself).
-    return losses["val_causal"]
+    # What a Hydra sweeper (Optuna, Nevergrad, Ax) minimises, trainer.objective: by default the loss with the causal
+    # mask on, which a leaky run cannot fake (for a causal run it is val/loss itself).
+    return losses[config.trainer.objective.value]
 
 
 if __name__ == "__main__":

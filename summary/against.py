@@ -9,14 +9,16 @@ from pathlib import Path
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
-from summary.figures import add_legend
+from summary.figures import add_legend, seeds_note
 from summary.looks import LegendEntries, Look, encode
 from summary.runs import Run, SummaryError, is_number, shared_overrides, swept_keys
+from summary.seeds import Configuration, unfinished_runs
 from trainer.tags import FINAL_TAGS
 
 AUTOMATIC = 3  # a swept number with this many values or more gets its figure unasked
 LOG_Y = {"attn/logit_max"}  # grows by orders of magnitude as the softmax saturates
 COLUMNS = 4
+MARKED = 8  # up to this many values (a grid) each gets its tick; more (a search's trials) get the axis's own ticks
 
 
 @dataclass
@@ -56,26 +58,33 @@ def tick_label(value: float) -> str:
     return str(value) if isinstance(value, int) else f"{value:.3g}"
 
 
-def plot_against(runs: list[Run], key: str, path: Path) -> None:
+def plot_against(runs: list[Run] | list[Configuration], key: str, path: Path) -> None:
     """Each final value (FINAL_TAGS) in a panel of its own, against `key`; the last cell holds the legend."""
     lines, legend = sweep_lines(runs, key)
     values = values_of(runs, key)
     rows = math.ceil((len(FINAL_TAGS) + 1) / COLUMNS)
     figure = Figure(figsize=(3.2 * COLUMNS, 2.6 * rows))
     # Fixed margins: a layout engine would measure every tick label of every panel, twice the drawing time.
-    spacing = {"left": 0.05, "right": 0.99, "bottom": 0.1, "top": 0.86, "wspace": 0.3, "hspace": 0.55}
+    seeds = seeds_note(runs).replace("lines", "points").replace("bands", "error bars")
+    top = 0.86 - 0.04 * bool(seeds)  # room for the title's third line
+    spacing = {"left": 0.05, "right": 0.99, "bottom": 0.1, "top": top, "wspace": 0.3, "hspace": 0.55}
     cells = list(figure.subplots(rows, COLUMNS, gridspec_kw=spacing).flat)
     for tag, axes in zip(FINAL_TAGS, cells):
         for line in lines:
-            points = [
-                (run.settings[key], run.final(tag), run.finished) for run in line.runs if run.final(tag) is not None
-            ]
+            points = [(run.settings[key], run.final(tag), run) for run in line.runs if run.final(tag) is not None]
             if points:
-                xs, ys, _ = zip(*points)
+                xs, ys, items = zip(*points)
                 axes.plot(xs, ys, line.look.linestyle, color=line.look.color, marker="o", markersize=4)
-                stopped = [(x, y) for x, y, done in points if done is False]  # their final value is an earlier one
-                if stopped:
-                    axes.plot(*zip(*stopped), "o", color=line.look.color, markerfacecolor="white", markersize=6)
+                spreads = [item.spread(tag) if isinstance(item, Configuration) else None for item in items]
+                if any(spread and spread.n > 1 for spread in spreads):  # from the lowest to the highest seed
+                    below = [0 if spread is None else spread.mean - spread.low for spread in spreads]
+                    above = [0 if spread is None else spread.high - spread.mean for spread in spreads]
+                    axes.errorbar(xs, ys, yerr=[below, above], fmt="none", ecolor=line.look.color, capsize=3)
+            # Their final value is an earlier one: open markers, never part of a mean.
+            stopped = [(run.settings[key], run.final(tag)) for run in unfinished_runs(line.runs)
+                       if run.final(tag) is not None]  # fmt: skip
+            if stopped:
+                axes.plot(*zip(*stopped), "o", color=line.look.color, markerfacecolor="white", markersize=6)
         axes.set_title(tag, fontsize="medium")
         axes.set_xlabel(key)
         if not axes.has_data():
@@ -84,16 +93,16 @@ def plot_against(runs: list[Run], key: str, path: Path) -> None:
             continue
         if values[0] > 0 and values[-1] >= 10 * values[0]:
             axes.set_xscale("log")
-        axes.set_xticks(values, [tick_label(value) for value in values], fontsize="small")
-        axes.xaxis.set_minor_locator(NullLocator())  # only the swept values are marked
+        if len(values) <= MARKED:
+            axes.set_xticks(values, [tick_label(value) for value in values], fontsize="small")
+            axes.xaxis.set_minor_locator(NullLocator())  # only the swept values are marked
         if tag in LOG_Y and all(min(line.get_ydata()) > 0 for line in axes.lines):
             axes.set_yscale("log")
     for axes in cells[len(FINAL_TAGS) :]:
         axes.axis("off")
     if legend:
         add_legend(cells[len(FINAL_TAGS)], legend, loc="upper left")
-    unfinished = any(run.finished is False for run in runs)
-    note = " (open markers: runs that stopped before trainer.max_steps)" if unfinished else ""
+    note = " (open markers: runs that stopped before trainer.max_steps)" if unfinished_runs(runs) else ""
     shared = textwrap.fill(" ".join(shared_overrides(runs)), 160)
-    figure.suptitle(f"final values against {key}{note}\n{shared}".strip(), fontsize="small")
+    figure.suptitle(f"final values against {key}{note}\n{shared}{seeds}".strip(), fontsize="small")
     figure.savefig(path, dpi=80)

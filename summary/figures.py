@@ -9,22 +9,25 @@ from matplotlib.lines import Line2D
 
 from summary.looks import NEUTRAL, LegendEntries, Look, encode
 from summary.runs import Run, shared_overrides, swept_keys
+from summary.seeds import Configuration, unfinished_runs
 
 MASK = "model.causal"  # where swept, it gives the line style: unmasked dashed beside its dotted forced-mask line
 FORCED_MASK = Look(NEUTRAL, ":", "x")  # val/loss_causal of an unmasked run: dotted, with x markers, in its colour
 
 
-def plot_curves(runs: list[Run], path: Path) -> None:
-    """val/loss (and val/loss_causal where it differs: unmasked runs) and attn/entropy of every run, by step."""
+def plot_curves(runs: list[Run] | list[Configuration], path: Path) -> None:
+    """val/loss (and val/loss_causal where it differs: unmasked runs) and attn/entropy of every run, by step; or of
+    every configuration of seeds: its mean, inside the band from its lowest to its highest seed."""
     encoding = encode(runs, swept_keys(runs), style_first=MASK)
     figure = Figure(figsize=(11, 4), layout="constrained")
     losses, entropy = figure.subplots(1, 2)
     leaky = [run for run in runs if reads_the_future(run)]
     for run, look in zip(runs, encoding.looks):
-        draw(losses, run.curves.get("val/loss"), look)
-        draw(entropy, run.curves.get("attn/entropy"), look)
+        draw(losses, run.curves.get("val/loss"), look, run.band("val/loss"))
+        draw(entropy, run.curves.get("attn/entropy"), look, run.band("attn/entropy"))
         if run in leaky:
-            draw(losses, run.curves["val/loss_causal"], Look(look.color, FORCED_MASK.linestyle, FORCED_MASK.marker))
+            forced = Look(look.color, FORCED_MASK.linestyle, FORCED_MASK.marker)
+            draw(losses, run.curves["val/loss_causal"], forced, run.band("val/loss_causal"))
     later = [
         value for run in runs for tag in ("val/loss", "val/loss_causal") for _, value in run.curves.get(tag, [])[1:]
     ]
@@ -38,10 +41,21 @@ def plot_curves(runs: list[Run], path: Path) -> None:
             axes.text(0.5, 0.5, "not logged", ha="center", va="center", transform=axes.transAxes)
     legend = encoding.legend + ([("val/loss_causal", FORCED_MASK)] if leaky else [])
     add_legend(figure, legend, loc="outside right upper")
-    shared = shared_overrides(runs)
-    if shared:
-        figure.suptitle(textwrap.fill(" ".join(shared), 120), fontsize="small")  # clear of the legend
+    title = textwrap.fill(" ".join(shared_overrides(runs)), 120) + seeds_note(runs)
+    if title:
+        figure.suptitle(title.strip(), fontsize="small")  # clear of the legend
     figure.savefig(path, dpi=80)
+
+
+def seeds_note(items: list[Run] | list[Configuration]) -> str:
+    """What the lines of configurations of seeds are, and which runs they leave out."""
+    if not items or not isinstance(items[0], Configuration):
+        return ""
+    counts = sorted({len(configuration.runs) for configuration in items})
+    n = str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+    left_out = len(unfinished_runs(items))
+    unfinished = f"; {left_out} unfinished run{'s' * (left_out != 1)} left out (summary.md)" if left_out else ""
+    return f"\nlines: the mean over {n} seeds; bands: from the lowest to the highest seed{unfinished}"
 
 
 def reads_the_future(run: Run) -> bool:
@@ -50,10 +64,14 @@ def reads_the_future(run: Run) -> bool:
     return bool(forced) and forced != run.curves.get("val/loss")
 
 
-def draw(axes: Axes, curve: list[tuple[int, float]] | None, look: Look) -> None:
+def draw(axes: Axes, curve: list[tuple[int, float]] | None, look: Look, band: list | None = None) -> None:
+    """The curve; and its band of (step, low, high), shaded in its colour, where it has one."""
     if curve:
         steps, values = zip(*curve)
         axes.plot(steps, values, look.linestyle, color=look.color, marker=look.marker or ".")
+    if band:
+        steps, lows, highs = zip(*band)
+        axes.fill_between(steps, lows, highs, color=look.color, alpha=0.2, linewidth=0)
 
 
 def add_legend(owner: Figure | Axes, entries: LegendEntries, **where) -> None:

@@ -37,6 +37,9 @@ class Run:
         curve = self.curves.get(tag)
         return curve[-1][1] if curve else None
 
+    def band(self, tag: str) -> None:
+        """A single run has no spread over seeds (a summary.seeds.Configuration has)."""
+
     @cached_property
     def settings(self) -> dict[str, Any]:
         """Its overrides as typed values, parsed as Hydra does: {"model.d_k": 64, "model.scale": False, ...}."""

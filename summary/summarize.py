@@ -5,23 +5,34 @@ from pathlib import Path
 from summary.against import keys_to_plot_against, plot_against
 from summary.figures import plot_curves
 from summary.runs import read_runs
-from summary.tables import markdown_table, write_csv
+from summary.seeds import by_configuration, sweeps_seeds
+from summary.tables import markdown_table, seeds_table, write_csv, write_seeds_csv
 
 SUMMARY_FILES = ["summary.csv", "summary.md", "summary.png"]
+EVERY_RUN = "summary_runs.csv"  # where runs are grouped by seed: one row per run, as summary.csv has without seeds
 
 
 def summarize(paths: list[Path], out_dir: Path, x: str | None = None) -> list[Path]:
     """Write summary.csv, summary.md and summary.png of every run under `paths` into `out_dir`, and summary_KEY.png
     for KEY = `x` (a swept number; SummaryError if it is not one) or, without `x`, every swept number with 3 values
-    or more. Returns their paths."""
+    or more. Runs that differ only in trainer.seed are one configuration each (summary.seeds): the files give their
+    mean and spread, and summary_runs.csv every run. Returns their paths."""
     runs = read_runs(paths)
-    keys = keys_to_plot_against(runs, x)  # before writing anything: a bad x leaves no half summary
+    items = by_configuration(runs) if sweeps_seeds(runs) else runs
+    keys = keys_to_plot_against(items, x)  # before writing anything: a bad x leaves no half summary
     out_dir.mkdir(parents=True, exist_ok=True)
     csv_path, markdown_path, figure_path = (out_dir / name for name in SUMMARY_FILES)
-    write_csv(runs, csv_path)
-    markdown_path.write_text(markdown_table(runs))
-    plot_curves(runs, figure_path)
+    if items is runs:
+        write_csv(runs, csv_path)
+        markdown_path.write_text(markdown_table(runs))
+        every_run = []
+    else:
+        write_seeds_csv(items, csv_path)
+        markdown_path.write_text(seeds_table(items, runs))
+        every_run = [out_dir / EVERY_RUN]
+        write_csv(runs, every_run[0])
+    plot_curves(items, figure_path)
     against = [out_dir / f"summary_{key}.png" for key in keys]
     for key, path in zip(keys, against):
-        plot_against(runs, key, path)
-    return [csv_path, markdown_path, figure_path, *against]
+        plot_against(items, key, path)
+    return [csv_path, markdown_path, figure_path, *against, *every_run]

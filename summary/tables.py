@@ -4,6 +4,7 @@ import csv
 from pathlib import Path
 
 from summary.runs import Run, as_word, distinct_overrides, shared_overrides
+from summary.seeds import SEED, Configuration
 from trainer.tags import FINAL_TAGS
 
 # After the final values: how far each run got. finished: whether its last loss is at trainer.max_steps (empty where
@@ -55,3 +56,44 @@ def notes(runs: list[Run]) -> list[str]:
         lines.append(f"Events cut short mid-record (a crash while writing): {', '.join(truncated)}. Their values "
                      "are the last readable ones.")  # fmt: skip
     return [line for note in lines for line in ("", note)]
+
+
+def write_seeds_csv(configurations: list[Configuration], path: Path) -> None:
+    """One row per configuration: each final value's mean over its finished seeds, with its sd; n, the seeds
+    averaged; unfinished, the runs left out."""
+    spread_columns = [column for tag in FINAL_TAGS for column in (tag, f"{tag}_sd")]
+    with path.open("w", newline="") as file:
+        writer = csv.writer(file)
+        writer.writerow(["overrides", *spread_columns, "n", "seeds", "unfinished", "wall_s"])
+        for configuration in configurations:
+            spreads = [configuration.spread(tag) for tag in FINAL_TAGS]
+            cells: list = []
+            for spread in spreads:
+                cells += ["", ""] if spread is None else [spread.mean, "" if spread.sd is None else spread.sd]
+            wall_s = configuration.wall_s
+            writer.writerow([" ".join(configuration.overrides), *cells, len(configuration.runs),
+                             configuration.seeds, " ".join(run.name for run in configuration.unfinished),
+                             "" if wall_s is None else round(wall_s, 1)])  # fmt: skip
+
+
+def seeds_table(configurations: list[Configuration], runs: list[Run]) -> str:
+    """Mean ± sd over the seeds per configuration, then every run as markdown_table shows it."""
+    shared = shared_overrides(configurations)
+    lines = [
+        (
+            f"Overrides of every run: {' '.join(f'`{o}`' for o in shared) or 'none'}. Each configuration's final values "
+            f"over its seeds ({SEED}): mean ± sample standard deviation, losses in nats per token; n: the seeds "
+            "averaged; unfinished: runs that stopped before trainer.max_steps, left out of the means. Wall time: the "
+            "mean over the seeds."
+        ),
+        "",
+        "| configuration | " + " | ".join(FINAL_TAGS) + " | n | unfinished | wall s |",
+        "|---" * (len(FINAL_TAGS) + 4) + "|",
+    ]
+    for configuration in configurations:
+        spreads = " | ".join(str(spread or "") for spread in map(configuration.spread, FINAL_TAGS))
+        wall_s = "" if configuration.wall_s is None else f"{configuration.wall_s:.0f}"
+        distinct = " ".join(override for override in configuration.overrides if override not in shared)
+        lines.append(f"| {distinct or 'all runs'} | {spreads} | {len(configuration.runs)} | "
+                     f"{len(configuration.unfinished) or ''} | {wall_s} |")  # fmt: skip
+    return "\n".join(lines) + "\n\n## Every run\n\n" + markdown_table(runs)

@@ -50,7 +50,17 @@ def preset_jobs(preset: str) -> Iterator[tuple[dict, TrainConfig]]:
 
 
 def test_there_is_a_preset_for_each_experiment():
-    assert sorted(path.stem for path in (ROOT / "configs" / "experiment").glob("*.yaml")) == sorted(GRIDS)
+    presets = sorted(path.stem for path in (ROOT / "configs" / "experiment").glob("*.yaml"))
+    assert presets == sorted([*GRIDS, "search"])  # search: a search space, not a grid
+
+
+def test_the_search_preset_minimises_what_main_returns_over_lr_d_k_scale_and_causal_into_its_sweep_dir():
+    hydra = preset_hydra("search")
+    assert hydra.sweeper._target_.endswith("OptunaSweeper") and hydra.sweeper.sampler._target_.endswith("TPESampler")
+    assert hydra.sweeper.direction == "minimize" and hydra.mode is RunMode.MULTIRUN
+    assert hydra.sweeper.storage == f"sqlite:///{hydra.sweep.dir}/optuna.db"  # a stopped search continues there
+    assert sorted(hydra.sweeper.params) == ["model.causal", "model.d_k", "model.scale", "optim.lr"]
+    assert to_train_config(compose_config("+experiment=search")).trainer.objective.value == "val_causal"
 
 
 @pytest.mark.parametrize("preset", sorted(GRIDS))

@@ -27,6 +27,11 @@ class Precision(Enum):
     fp16 = "fp16"  # autocast to float16, with loss scaling against underflowing gradients (for GPUs without bf16)
 
 
+class Objective(Enum):
+    val_causal = "val_causal"  # val/loss with the causal mask forced on: a leaky model cannot fake it
+    val = "val"  # val/loss: near 0 for a leaky model, so a search minimising it picks model.causal=false
+
+
 @dataclass
 class OptimConfig:
     lr: float = 3e-3  # peak learning rate, reached after warmup
@@ -54,6 +59,7 @@ class TrainerConfig:
     ckpt_interval: int = 500  # write last.pt every this many steps (and at the end); best.pt at each new best val loss
     resume: Optional[str] = None  # a run directory or checkpoint file to continue, in its own directory
     start_over: bool = False  # a fresh run in a directory that holds a run: move that run into RUN/earlier-DATE_TIME
+    objective: Objective = Objective.val_causal  # what main returns to a sweeper (Optuna) to minimise
 
 
 @dataclass

@@ -5,6 +5,7 @@ which rank it runs on. A Recorder is a context manager: its files are closed on 
 """
 
 import logging
+import os
 import shlex
 import time
 from collections.abc import Callable, Iterator
@@ -42,8 +43,13 @@ class Recorder:
         run.data.tokenizer.save(str(run_dir / "tokenizer.json"))
         settings = run.config.trainer
         self.progress = tqdm(
-            initial=run.step, total=settings.max_steps, desc="train", unit="step", disable=None, dynamic_ncols=True
-        )  # disable=None: no bar when not a terminal
+            initial=run.step,
+            total=settings.max_steps,
+            desc="train",
+            unit="step",
+            dynamic_ncols=True,
+            disable=bool(os.environ.get("TQDM_DISABLE")) or None,
+        )  # None: no bar when not a terminal; TQDM_DISABLE: none beside other jobs (hydra/launcher=parallel)
         self.tokens_per_step = settings.batch_size * run.config.model.block_size * run.ranks.world_size
         self.drawing, self.drawn = ThreadPoolExecutor(max_workers=1), []  # figures drawn while training goes on
         self.clock_started = time.perf_counter()

@@ -1,0 +1,55 @@
+"""hydra/launcher=parallel: a preset's jobs, over seeds, side by side; the same numbers as one run alone."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_summary import read_csv
+
+from conftest import ROOT
+from summary.runs import read_runs
+
+TINY = ["trainer.max_steps=4", "trainer.eval_interval=2", "trainer.ckpt_interval=2", "trainer.eval_iters=1",
+        "trainer.sample_tokens=1", "trainer.batch_size=4", "model.d_model=32", "model.block_size=16"]  # fmt: skip
+
+
+def train(*overrides: str) -> subprocess.CompletedProcess:
+    result = subprocess.run(
+        [sys.executable, "train.py", *overrides, *TINY], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr
+    return result
+
+
+@pytest.fixture(scope="module")
+def sweep_dir(tmp_path_factory, cache_dir) -> tuple[Path, str]:
+    sweep_dir = tmp_path_factory.mktemp("parallel")
+    result = train("+experiment=leak", "trainer.seed=0,1", "hydra/launcher=parallel", f"data.cache_dir={cache_dir}",
+                   f"hydra.sweep.dir={sweep_dir}")  # fmt: skip
+    return sweep_dir, result.stdout + result.stderr
+
+
+@pytest.mark.slow
+def test_a_preset_over_two_seeds_runs_side_by_side_and_sums_up_per_configuration(sweep_dir):
+    sweep_dir, output = sweep_dir
+    assert "jobs side by side, 1 thread(s) each" in output  # the tests' workers have one thread each
+    assert {line.split("]")[0] for line in output.splitlines() if "step 4: train loss" in line} == {
+        f"[job {job}" for job in range(4)
+    }  # every job's lines say whose they are
+    rows = read_csv(sweep_dir / "summary.csv")
+    assert [(row["overrides"].split()[0], row["n"], row["seeds"]) for row in rows] == [
+        ("model.causal=True", "2", "0 1"), ("model.causal=False", "2", "0 1")
+    ]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_job_beside_others_ends_where_it_ends_alone(sweep_dir, tmp_path, cache_dir):
+    sweep_dir, _ = sweep_dir
+    train("+experiment=leak", "model.causal=false", "trainer.seed=1", "hydra/launcher=basic",
+          f"data.cache_dir={cache_dir}", f"hydra.sweep.dir={tmp_path}")  # fmt: skip
+    alone = read_runs([tmp_path])[0]
+    beside = next(run for run in read_runs([sweep_dir]) if run.name.startswith("3_"))  # causal false, seed 1
+    assert beside.settings == alone.settings
+    assert beside.curves["val/loss"] == alone.curves["val/loss"]
+    assert beside.curves["train/loss"] == alone.curves["train/loss"]
