@@ -1,7 +1,8 @@
 """Generate text from a trained TinyLM checkpoint, with the tokenizer stored in it.
 
 python sample.py ckpt=outputs/DATE/TIME                    # the run's last.pt
-python sample.py ckpt=outputs/DATE/TIME/best.pt prompt="ROMEO:" num_samples=3 max_new_tokens=300 temperature=0.8 top_k=40
+python sample.py ckpt=outputs/DATE/TIME/best.pt prompt="ROMEO:" num_samples=3 max_new_tokens=300 temperature=0.8 \
+    top_k=40
 """
 
 import math

@@ -13,7 +13,6 @@ from torch import Tensor
 from model.attention import attention
 from model.tinylm import TinyLM
 
-
 _hooked = threading.Lock()  # the hooks sit on the shared model: a second thread's forward would fire this one's
 
 

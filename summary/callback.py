@@ -21,8 +21,8 @@ class SweepSummary(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         # Imported here: Hydra builds its callbacks at the start of every run, and matplotlib and TensorBoard's
         # reader would add half a second to each.
-        from summary.summarize import summarize
         from summary.runs import SummaryError
+        from summary.summarize import summarize
         from trainer.record import tensorboard_command
 
         sweep_dir = Path(config.hydra.sweep.dir)

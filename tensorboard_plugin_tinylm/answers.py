@@ -55,7 +55,8 @@ def attention(logdir: Path | None, request: object) -> dict:
         "scale": trace.scale, "causal": trace.causal, "softcap": trace.softcap, "block_size": reading.block_size,
         "tokens": reading.labels, "note": cut_note(reading),
         "raw": numbers(trace.raw), "fed": numbers(trace.fed), "weights": numbers(trace.weights),
-        "stats": row_statistics(trace.weights), "saturated": SATURATED, "verdicts": [verdict(trace, i) for i in range(len(reading.ids))],
+        "stats": row_statistics(trace.weights), "saturated": SATURATED,
+        "verdicts": [verdict(trace, i) for i in range(len(reading.ids))],
     }  # fmt: skip
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from attention_browser import tensorboard
+
 from conftest import ROOT
 from model import TinyLM, attention
 from trainer.checkpoint import load_checkpoint, model_config

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from numpy.lib import format as npy
 
-from conftest import ROOT
 import data.cache
+from conftest import ROOT
 from data import DataConfig, DataError, Source, TokenizerConfig, prepare_tokens
 from data.shakespeare import shakespeare_text
 from data.textfiles import file_digest, text_chunks

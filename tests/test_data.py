@@ -6,6 +6,10 @@ import numpy as np
 import pytest
 import torch
 
+import data.sources
+import data.textfiles
+import data.tokenizer
+from conftest import ROOT
 from data import (
     DataConfig,
     DataError,
@@ -19,10 +23,6 @@ from data import (
     prepare_tokens,
     train_tokenizer,
 )
-import data.sources
-import data.textfiles
-import data.tokenizer
-from conftest import ROOT
 from data.shakespeare import play_to_text, plays_dir, shakespeare_text
 from data.sources import open_corpus
 

@@ -85,8 +85,8 @@ def test_a_checkpoint_with_damaged_tensors_ends_in_one_line_naming_it(checkpoint
 
 
 def test_a_reader_that_stops_early_ends_sampling_quietly(checkpoint):
-    reader = subprocess.Popen([sys.executable, "sample.py", f"ckpt={checkpoint}", "num_samples=2000",
-                               "max_new_tokens=1"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    command = [sys.executable, "sample.py", f"ckpt={checkpoint}", "num_samples=2000", "max_new_tokens=1"]
+    reader = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert len(reader.stdout.read(10)) == 10
     reader.stdout.close()  # as `| head -c 10` does
     assert (reader.wait(timeout=60), reader.stderr.read()) == (141, b"")  # 128 + SIGPIPE, as for any Unix tool

@@ -1,6 +1,5 @@
-from dataclasses import replace
-
 import logging
+from dataclasses import replace
 
 import pytest
 import torch

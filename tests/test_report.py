@@ -7,13 +7,13 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
+from test_summary import fake_run, read_csv, run_report
 from torch.utils.tensorboard import SummaryWriter
 
 from conftest import ROOT
-from summary.summarize import summarize
 from summary.against import sweep_lines
 from summary.runs import SummaryError, read_runs
-from test_summary import fake_run, read_csv, run_report
+from summary.summarize import summarize
 
 PNG = b"\x89PNG"
 

@@ -6,8 +6,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
 
+from conftest import ROOT
 from summary.runs import read_runs
 
 optuna = pytest.importorskip("optuna", reason='the search extra: pip install -e ".[search]"')

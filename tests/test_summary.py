@@ -13,10 +13,10 @@ import pytest
 from torch.utils.tensorboard import SummaryWriter
 
 from conftest import ROOT
-from summary.summarize import SUMMARY_FILES, summarize
 from summary.figures import MASK, reads_the_future
 from summary.looks import encode
 from summary.runs import Run, find_runs, read_runs, swept_keys
+from summary.summarize import SUMMARY_FILES, summarize
 from trainer.tags import FINAL_TAGS
 
 # A multirun of two jobs that lasts seconds; data.cache_dir is a path, so it must stay out of the job names.
