@@ -83,8 +83,8 @@ def seeds_table(configurations: list[Configuration], runs: list[Run]) -> str:
         (
             f"Overrides of every run: {' '.join(f'`{o}`' for o in shared) or 'none'}. "
             f"Each configuration's final values over its seeds ({SEED}): mean ± sample standard deviation, "
-            "losses in nats per token; n: the seeds averaged; unfinished: runs that stopped before trainer.max_steps, left out of the means. Wall time: the "
-            "mean over the seeds."
+            "losses in nats per token; n: the seeds averaged; unfinished: runs that stopped before "
+            "trainer.max_steps, left out of the means. Wall time: the mean over the seeds."
         ),
         "",
         "| configuration | " + " | ".join(FINAL_TAGS) + " | n | unfinished | wall s |",
