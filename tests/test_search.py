@@ -21,11 +21,11 @@ TINY = ["trainer.max_steps=50", "trainer.eval_interval=25", "trainer.ckpt_interv
 FIXED = ["optim.lr=0.01", "model.d_k=16", "model.scale=true"]
 
 
-def search(sweep_dir: Path, cache_dir: Path, trials: int) -> optuna.Study:
+def search(sweep_dir: Path, cache_dir: Path, trials: int, subdir: str = "${hydra.job.num}") -> optuna.Study:
     result = subprocess.run(
         [sys.executable, "train.py", "+experiment=search", f"hydra.sweeper.n_trials={trials}", *FIXED, *TINY,
          f"data.cache_dir={cache_dir}", f"hydra.sweep.dir={sweep_dir}",
-         "hydra.sweep.subdir=${hydra.job.num}"],  # the tiny settings would make names too long for a directory
+         f"hydra.sweep.subdir={subdir}"],  # the tiny settings would make names too long for a directory
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
@@ -68,5 +68,7 @@ def test_the_summary_lists_the_trials_like_any_sweep(searched):
 @pytest.mark.slow
 def test_a_search_started_again_in_its_directory_continues_its_study(searched, cache_dir):
     sweep_dir, _ = searched
-    study = search(sweep_dir, cache_dir, trials=1)
+    # Hydra numbers a launch's jobs from 0 again, and job 0's directory holds a finished run, which no fresh run
+    # may replace: the second launch names its jobs apart.
+    study = search(sweep_dir, cache_dir, trials=1, subdir="again_${hydra.job.num}")
     assert [trial.number for trial in study.trials] == [0, 1, 2, 3]

@@ -10,7 +10,7 @@ from summary.against import keys_to_plot_against
 from summary.runs import read_runs
 from summary.seeds import by_configuration
 from summary.summarize import SUMMARY_FILES, summarize
-from trainer.record import swept_keys as hparams_columns
+from trainer.overrides import keys_varied_by_sweep as hparams_columns
 
 LOSSES = {(0.001, 0): 2.0, (0.001, 1): 2.25, (0.001, 2): 2.75, (0.01, 0): 1.5, (0.01, 1): 1.75, (0.01, 2): 2.0}
 
