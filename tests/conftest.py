@@ -1,6 +1,9 @@
 import atexit
 import os
 import shutil
+import signal
+import subprocess
+import sys
 import tempfile
 
 # Tests never touch the network, and keep the HF datasets cache out of the user's home.
@@ -53,6 +56,22 @@ def short_run(run_dir: Path, cache_dir: Path, *overrides: str) -> dict[str, floa
     run_dir.mkdir(parents=True, exist_ok=True)
     config = to_train_config(compose_config(*SHORT, f"data.cache_dir={cache_dir}", *overrides))
     return train.train(config, run_dir)
+
+
+def default_sigint() -> None:
+    """A subprocess.Popen preexec_fn for a child a test stops with SIGINT: a shell that starts a job in the
+    background (as a CI runner may) leaves SIGINT ignored in it, and tinylm leaves an ignored signal ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def train_sweep(sweep_dir: Path, cache_dir: Path, *overrides: str) -> Path:
+    """`python train.py -m OVERRIDES` into `sweep_dir`, as a user runs a sweep; fails the test if it fails."""
+    result = subprocess.run(
+        [sys.executable, "train.py", "-m", *overrides, f"data.cache_dir={cache_dir}", f"hydra.sweep.dir={sweep_dir}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return sweep_dir
 
 
 def events(run_dir: Path) -> EventAccumulator:

@@ -12,7 +12,7 @@ import pytest
 import torch
 from attention_browser import tensorboard
 
-from conftest import ROOT
+from conftest import ROOT, train_sweep
 from model import TinyLM, attention
 from trainer.checkpoint import load_checkpoint, model_config
 
@@ -26,13 +26,7 @@ UNSTARTED = "9_unstarted"  # a run with TensorBoard events and no checkpoint yet
 
 @pytest.fixture(scope="module")
 def sweep_dir(tmp_path_factory, cache_dir) -> Path:
-    sweep_dir = tmp_path_factory.mktemp("sweep")
-    result = subprocess.run(
-        [sys.executable, "train.py", "-m", "model.scale=true,false", *TINY, f"data.cache_dir={cache_dir}",
-         f"hydra.sweep.dir={sweep_dir}"],
-        cwd=ROOT, capture_output=True, text=True, timeout=180,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
+    sweep_dir = train_sweep(tmp_path_factory.mktemp("sweep"), cache_dir, "model.scale=true,false", *TINY)
     (sweep_dir / DAMAGED).mkdir()
     (sweep_dir / DAMAGED / "last.pt").write_bytes(b"not a checkpoint")
     (sweep_dir / UNSTARTED).mkdir()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, default_sigint
 from data import DataConfig, DataError, Source, TokenizerConfig, load_text, prepare_tokens
 
 WORDS = "to be or not that is the question whether tis nobler in mind suffer slings arrows outrageous fortune".split()
@@ -30,7 +30,9 @@ def start_build(text: Path, cache: Path) -> subprocess.Popen:
     command = [sys.executable, "train.py", "data=text", f"data.path={text}", f"data.cache_dir={cache}", "tokenizer=bpe",
                "trainer.max_steps=1", "trainer.eval_interval=1", "trainer.eval_iters=1",
                f"hydra.run.dir={cache.parent / 'run'}"]  # fmt: skip
-    return subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint
+    )
 
 
 def staging_dirs(cache: Path) -> list[Path]:

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import train
-from conftest import ROOT, SHORT, compose_config, curve, events, short_run
+from conftest import ROOT, SHORT, compose_config, curve, default_sigint, events, short_run
 from trainer.config import to_train_config
 from trainer.step import TrainStep
 from trainer.stopping import Interrupted, NonFiniteLoss
@@ -29,7 +29,9 @@ def start_run(run_dir: Path, cache_dir: Path, *overrides: str) -> subprocess.Pop
         f'hydra.run.dir="{run_dir}"',
         *overrides,
     ]
-    return subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint
+    )
 
 
 def wait_for(run: subprocess.Popen, text: str) -> None:

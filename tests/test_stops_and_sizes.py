@@ -13,7 +13,7 @@ import torch
 
 import train
 import trainer.run
-from conftest import ROOT, SHORT, compose_config
+from conftest import ROOT, SHORT, compose_config, default_sigint
 from trainer.cli import run_with_one_line_errors
 from trainer.config import to_train_config
 from trainer.memory import human, machine_memory
@@ -51,7 +51,14 @@ trainer.run.build_model = slow_build
 
 def start(run_dir: Path, cache_dir: Path, *overrides: str, script: list[str] = ("train.py",)) -> subprocess.Popen:
     command = [sys.executable, "-u", *script, *SHORT, f"data.cache_dir={cache_dir}", f"hydra.run.dir={run_dir}"]
-    return subprocess.Popen([*command, *overrides], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [*command, *overrides],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=default_sigint,
+    )
 
 
 def wait_for(run: subprocess.Popen, text: str) -> None:

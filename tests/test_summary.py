@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from torch.utils.tensorboard import SummaryWriter
 
-from conftest import ROOT
+from conftest import ROOT, train_sweep
 from summary.figures import MASK, reads_the_future
 from summary.looks import encode
 from summary.runs import Run, find_runs, read_runs, swept_keys
@@ -160,14 +160,7 @@ def test_report_without_runs_fails_in_one_line(tmp_path, make, message):
 
 @pytest.fixture(scope="module")
 def sweep_dir(tmp_path_factory, cache_dir) -> Path:
-    sweep_dir = tmp_path_factory.mktemp("sweep")
-    result = subprocess.run(
-        [sys.executable, "train.py", "-m", "model.scale=true,false", *TINY, f"data.cache_dir={cache_dir}",
-         f"hydra.sweep.dir={sweep_dir}"],
-        cwd=ROOT, capture_output=True, text=True, timeout=180,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    return sweep_dir
+    return train_sweep(tmp_path_factory.mktemp("sweep"), cache_dir, "model.scale=true,false", *TINY)
 
 
 @pytest.mark.slow
