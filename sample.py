@@ -25,6 +25,7 @@ from trainer.checkpoint import CheckpointError, checkpoint_path, load_checkpoint
 from trainer.cli import one_line_errors, run_with_one_line_errors
 from trainer.config import ConfigError, to_typed
 from trainer.distributed import pick_device
+from trainer.memory import free_bytes
 
 
 @dataclass
@@ -83,18 +84,6 @@ def generation_bytes(config: SampleConfig, prompt_tokens: int, model: ModelConfi
     forward = 4 * context * (model.vocab_size + 4 * model.d_model + context)  # float32
     ids = 3 * 8 * (prompt_tokens + config.max_new_tokens)
     return config.num_samples * (forward + ids)
-
-
-def free_bytes(device: torch.device) -> Optional[int]:
-    """The memory `device` has free now; None where that cannot be read."""
-    if device.type == "cuda":
-        return torch.cuda.mem_get_info(device)[0]
-    try:
-        with open("/proc/meminfo") as meminfo:  # Linux; MemAvailable counts the page cache that can be freed
-            fields = dict(line.split(":", 1) for line in meminfo)
-        return int(fields["MemAvailable"].split()[0]) * 1024
-    except (OSError, KeyError, ValueError):
-        return None
 
 
 def check_memory(config: SampleConfig, prompt_tokens: int, model: ModelConfig, device: torch.device) -> None:

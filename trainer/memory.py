@@ -101,6 +101,18 @@ def machine_memory() -> int:
     return min(total, int(limit)) if limit.isdigit() else total
 
 
+def free_bytes(device: torch.device) -> Optional[int]:
+    """The memory `device` has free now; None where that cannot be read."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    try:
+        with open("/proc/meminfo") as meminfo:  # Linux; MemAvailable counts the page cache that can be freed
+            fields = dict(line.split(":", 1) for line in meminfo)
+        return int(fields["MemAvailable"].split()[0]) * 1024
+    except (OSError, KeyError, ValueError):
+        return None
+
+
 def device_memory(device_name: str) -> Optional[tuple[int, str]]:
     """The memory of the GPU the run will train on and its name, or None where it trains in the host's memory
     (a CPU, or Apple's unified memory)."""
