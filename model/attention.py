@@ -1,8 +1,9 @@
 """Single-head self-attention, step by step as in the lesson: score, scale, mask, softmax, weighted sum."""
 
 import math
+from collections.abc import Callable
 from enum import Enum
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import torch
 import torch.nn.functional as F
@@ -15,13 +16,25 @@ class AttentionResult(NamedTuple):
     scores: Tensor  # (..., T, T): what the softmax was fed: the scaled (and capped) scores, -inf where masked
 
 
+Reweigh = Callable[[Tensor], Tensor]  # weights (..., T, T) -> the weights to mix the values with instead
+
+
 def attention(
-    q: Tensor, k: Tensor, v: Tensor, *, scale: bool = True, causal: bool = True, softcap: float = 0.0
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    *,
+    scale: bool = True,
+    causal: bool = True,
+    softcap: float = 0.0,
+    reweigh: Optional[Reweigh] = None,
 ) -> AttentionResult:
     """softmax(q k^T / sqrt(d_k)) v for q, k of shape (..., T, d_k) and v of shape (..., T, d_v).
 
     The reference path: besides the output it returns the weights and scores that the diagnostics read.
     A positive `softcap` c squashes the scaled scores into (-c, c) before the mask (Gemma 2); 0 leaves them.
+    `reweigh` asks what the output would be had the queries looked elsewhere: the values are mixed with
+    reweigh(weights), and those weights are returned.
     """
     d_k = q.size(-1)
     scores = q @ k.transpose(-2, -1)  # score: q_i . k_j for every pair
@@ -34,6 +47,8 @@ def attention(
         future = torch.ones(T, T, dtype=torch.bool, device=scores.device).triu(diagonal=1)
         scores = scores.masked_fill(future, float("-inf"))  # mask: keys j > i get exactly zero weight
     weights = F.softmax(scores, dim=-1)  # softmax over the keys
+    if reweigh is not None:
+        weights = reweigh(weights)  # a counterfactual look: other weights, the same values
     return AttentionResult(weights @ v, weights, scores)  # weighted sum of the values
 
 
@@ -70,16 +85,25 @@ class SingleHeadSelfAttention(nn.Module):
             else:
                 W.reset_parameters()
 
-    def forward(self, x: Tensor, *, causal: bool | None = None, capture: list[AttentionResult] | None = None) -> Tensor:
+    def forward(
+        self,
+        x: Tensor,
+        *,
+        causal: bool | None = None,
+        capture: list[AttentionResult] | None = None,
+        reweigh: Optional[Reweigh] = None,
+    ) -> Tensor:
         """x (B, T, d_model) -> (B, T, d_model).
 
         `causal` overrides the layer's own setting; given a `capture` list, the layer takes the reference path
-        (the fused kernel returns no weights) and appends its AttentionResult to it.
+        (the fused kernel returns no weights) and appends its AttentionResult to it; given `reweigh`, the
+        reference path mixes the values with reweigh(weights) (see attention()).
         """
         causal = self.causal if causal is None else causal
         q, k, v = self.project(x)
-        if capture is not None or not self.fused or self.softcap:  # the fused kernel can neither cap nor capture
-            result = attention(q, k, v, scale=self.scale, causal=causal, softcap=self.softcap)
+        # the fused kernel can neither cap, capture nor reweigh
+        if capture is not None or reweigh is not None or not self.fused or self.softcap:
+            result = attention(q, k, v, scale=self.scale, causal=causal, softcap=self.softcap, reweigh=reweigh)
             if capture is not None:
                 capture.append(result)
             return self.W_O(result.output)

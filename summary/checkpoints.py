@@ -15,8 +15,7 @@ from tokenizers import Tokenizer
 from model import TinyLM
 from summary.runs import EVENTS_FILES, natural_key
 from trainer.checkpoint import BEST, LAST, CheckpointError, load_checkpoint, model_config
-from trainer.overrides import naming_overrides, read_overrides
-from trainer.record import SWITCHES, flatten
+from trainer.overrides import naming_overrides, read_overrides, switches_label
 
 CHECKPOINTS = (BEST, LAST)  # the one read: the lowest validation loss, else the latest
 
@@ -103,6 +102,5 @@ def build(checkpoint: dict) -> Trained:
     model = TinyLM(model_config(checkpoint))
     model.load_state_dict(checkpoint["model"])
     model.eval()
-    values = flatten(checkpoint["config"])
-    switches = " ".join(f"{key}={values[key]}" for key in SWITCHES)
+    switches = switches_label(checkpoint["config"])
     return Trained(model, Tokenizer.from_str(checkpoint["tokenizer"]), checkpoint["step"], switches)

@@ -203,3 +203,20 @@ def test_gpt2_and_torch_qk_init_draw_small_weights():
     assert projected_std(QKInit.gpt2)[1] == pytest.approx(0.02, rel=0.05)
     # PyTorch's default: uniform with bound 1/sqrt(d_model), so std 1/sqrt(3 d_model)
     assert projected_std(QKInit.torch)[1] == pytest.approx((3 * 256) ** -0.5, rel=0.05)
+
+
+def test_reweigh_mixes_the_values_with_the_weights_it_returns_and_the_layer_takes_that_path():
+    torch.manual_seed(0)
+    q, k, v = torch.randn(3, 5, 4), torch.randn(3, 5, 4), torch.randn(3, 5, 6)
+    plain = attention(q, k, v)
+    same = attention(q, k, v, reweigh=lambda weights: weights)
+    assert torch.equal(same.output, plain.output) and torch.equal(same.weights, plain.weights)
+    first_key = attention(
+        q, k, v, reweigh=lambda weights: torch.zeros_like(weights).index_fill(-1, torch.tensor([0]), 1)
+    )
+    assert torch.allclose(first_key.output, v[:, :1].expand(-1, 5, -1))  # every query reads key 0 alone
+    layer = SingleHeadSelfAttention(8, 4, 4, scale=True, causal=True, qk_init=QKInit.unit)
+    x = torch.randn(2, 5, 8)
+    silent = layer(x, reweigh=torch.zeros_like)  # no look at all: nothing mixed, W^O of zero is zero
+    assert torch.equal(silent, torch.zeros_like(silent))
+    assert torch.allclose(layer(x, reweigh=lambda weights: weights), layer(x), atol=1e-6)

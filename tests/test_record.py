@@ -6,7 +6,8 @@ import pytest
 from conftest import compose_config, curve, events
 from trainer.config import to_train_config
 from trainer.distributed import Ranks
-from trainer.record import SWITCHES, Recorder
+from trainer.overrides import SWITCHES
+from trainer.record import Recorder
 from trainer.run import build_run
 
 

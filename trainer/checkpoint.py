@@ -13,19 +13,26 @@ import uuid
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 import torch
 
 from model import ModelConfig, TinyLM
 from trainer.config import TrainConfig, plain_config, to_typed
-from trainer.distributed import Ranks
+
+if TYPE_CHECKING:  # the readers of trained runs (viewer/) load checkpoints without torch.distributed's machinery
+    from trainer.distributed import Ranks
 
 CHECKPOINT_FORMAT = "tinylm-checkpoint-1"
 LAST, BEST = "last.pt", "best.pt"
 UNFINISHED = ".*.pt.*.tmp"  # save_checkpoint writes .last.pt.HEX.tmp, then renames it
 KEYS = {"format", "step", "config", "model", "optimizer", "rng", "loss_sum", "best_val", "tokenizer"}
+# A run's earlier checkpoints, kept to look back at (the Attention tab's step selector): RUN/steps/step-500.pt. They
+# hold the weights and what reads them, not the optimizer nor the random states: nothing resumes from them.
+KEPT = "steps"
+SNAPSHOT_FORMAT = "tinylm-snapshot-1"
+SNAPSHOT_KEYS = {"format", "step", "config", "model", "tokenizer"}
 
 
 class CheckpointError(Exception):
@@ -37,7 +44,7 @@ class Checkpointer:
     calls it (their random states are gathered); rank 0 alone writes, after `before_write` (TensorBoard's flush:
     nothing a checkpoint says is done may be missing from the curves)."""
 
-    def __init__(self, run_dir: Path, ranks: Ranks, state: Callable[[], dict], before_write: Callable[[], None]):
+    def __init__(self, run_dir: Path, ranks: "Ranks", state: Callable[[], dict], before_write: Callable[[], None]):
         self.run_dir, self.ranks, self.state, self.before_write = run_dir, ranks, state, before_write
         self.last = run_dir / LAST
         if ranks.main:  # under the run directory's lock: what an earlier process left unfinished is nobody's
@@ -95,7 +102,10 @@ def load_checkpoint(path: Path) -> dict:
         state = torch.load(path, map_location="cpu", weights_only=True)  # never unpickles code
     except Exception as error:  # truncated, random bytes, a pickle of arbitrary objects: all refused alike
         raise CheckpointError(f"{path}: not a tinylm checkpoint ({load_failure(error)})") from None
-    if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT or not KEYS <= state.keys():
+    keys = {CHECKPOINT_FORMAT: KEYS, SNAPSHOT_FORMAT: SNAPSHOT_KEYS}.get(
+        state.get("format") if isinstance(state, dict) else None
+    )
+    if keys is None or not keys <= state.keys():
         raise CheckpointError(f"{path}: not a tinylm checkpoint (format {CHECKPOINT_FORMAT} expected)")
     try:
         TinyLM(model_config(state)).load_state_dict(state["model"])
@@ -103,6 +113,21 @@ def load_checkpoint(path: Path) -> dict:
         reason = str(error).strip().splitlines()[0]
         raise CheckpointError(f"{path}: its weights do not fit its model settings ({reason[:160]})") from None
     return state
+
+
+def snapshot_state(state: dict) -> dict:
+    """What a kept checkpoint holds of a checkpoint's contents: the weights, the settings and the tokenizer."""
+    return {key: state[key] for key in SNAPSHOT_KEYS} | {"format": SNAPSHOT_FORMAT}
+
+
+def kept_path(run_dir: Path, step: int) -> Path:
+    return run_dir / KEPT / f"step-{step}.pt"
+
+
+def kept_checkpoints(run_dir: Path) -> list[Path]:
+    """The run's kept checkpoints (RUN/steps/step-N.pt), in the order of their steps."""
+    steps = {path: path.stem.removeprefix("step-") for path in (run_dir / KEPT).glob("step-*.pt")}
+    return sorted((path for path, step in steps.items() if step.isdigit()), key=lambda path: int(steps[path]))
 
 
 def glance(path: Path) -> Optional[dict]:
@@ -147,7 +172,7 @@ def model_config(state: dict) -> ModelConfig:
     return to_typed(ModelConfig, state["config"]["model"])
 
 
-def checkpoint_state(step: int, config: TrainConfig, ranks: Ranks, **parts) -> dict:
+def checkpoint_state(step: int, config: TrainConfig, ranks: "Ranks", **parts) -> dict:
     """A checkpoint's contents: `parts` are model, optimizer, loss_sum, best_val, tokenizer, data (as plain values) and
     batch_generator, whose state joins this process's other random states; every rank's are gathered."""
     rng = ranks.gather(rng_states(parts.pop("batch_generator")))

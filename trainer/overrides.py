@@ -17,6 +17,10 @@ PARSER = OverridesParser.create()  # built once: it compiles Hydra's override gr
 TRAIN_YAML = Path(__file__).resolve().parents[1] / "configs" / "train.yaml"
 
 
+# What names a run whose command line set nothing (and what the HParams tab shows of it): the lesson's switches.
+SWITCHES = ["model.scale", "model.causal", "model.d_k"]
+
+
 def override_key(override: str) -> str:
     """The key an override sets: "+model.d_k=64" -> "model.d_k", "~trainer.resume" -> "trainer.resume"."""
     return override.lstrip("+~").split("=")[0]
@@ -57,6 +61,23 @@ def keys_varied_by_sweep(run_dir: Path) -> list[str]:
     overrides = PARSER.parse_overrides(list(hydra.overrides.task))
     swept = [override.key_or_group for override in overrides if override.is_sweep_override()]
     return list(dict.fromkeys([*swept, *(hydra.sweeper.get("params") or {})]))
+
+
+def switches_label(settings: dict) -> str:
+    """A run's switches as its plain settings hold them: "model.scale=True model.causal=True model.d_k=128"."""
+    values = flatten(settings)
+    return " ".join(f"{key}={values[key]}" for key in SWITCHES)
+
+
+def flatten(tree: dict, prefix: str = "") -> dict:
+    """{"model": {"d_k": 128, "x": None}} -> {"model.d_k": 128}: unset settings would only crowd the table."""
+    flat = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            flat |= flatten(value, f"{prefix}{key}.")
+        elif value is not None:
+            flat[prefix + key] = value
+    return flat
 
 
 # What Hydra's override grammar reads unquoted as a plain string (hydra/grammar/OverrideLexer.g4: ID and

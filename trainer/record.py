@@ -21,7 +21,15 @@ from tqdm import tqdm
 
 from trainer.config import TrainConfig, plain_config
 from trainer.diagnostics import log_attention, log_grad_norms
-from trainer.overrides import keys_varied_by_sweep, naming_overrides, override_key, read_overrides
+from trainer.overrides import (
+    SWITCHES,
+    flatten,
+    keys_varied_by_sweep,
+    naming_overrides,
+    override_key,
+    read_overrides,
+    switches_label,
+)
 from trainer.run import TrainingRun
 from trainer.tags import FINAL_TAGS, LAYOUT
 
@@ -38,8 +46,7 @@ class Recorder:
         self.overrides = naming_overrides(read_overrides(run_dir))  # paths and presets left out
         # The HParams columns: the keys a sweep varies; outside a sweep, what the command line set, or the switches.
         self.hparams = keys_varied_by_sweep(run_dir) or [override_key(item) for item in self.overrides] or SWITCHES
-        values = flatten(plain_config(run.config))
-        self.label = " ".join(self.overrides) or " ".join(f"{key}={values[key]}" for key in SWITCHES)
+        self.label = " ".join(self.overrides) or switches_label(plain_config(run.config))
         run.data.tokenizer.save(str(run_dir / "tokenizer.json"))
         settings = run.config.trainer
         self.progress = tqdm(
@@ -163,10 +170,6 @@ def recorder_for(run: TrainingRun, run_dir: Path, resumed: bool) -> Recorder | N
     return Recorder(run, run_dir, resumed) if run.ranks.main else NullRecorder()
 
 
-# What the HParams tab shows of a run that is not part of a sweep and sets nothing: the lesson's switches.
-SWITCHES = ["model.scale", "model.causal", "model.d_k"]
-
-
 def sample_markdown(text: str, header: str) -> str:
     """A sample for TensorBoard's Text tab, which renders Markdown: the header, then the text in a code block (line
     breaks and spaces kept), its leading blank lines dropped so the box never looks empty."""
@@ -197,14 +200,3 @@ def log_hparams(writer: SummaryWriter, config: TrainConfig, keys: list[str], met
     plugin_data.content = content.SerializeToString()
     for summary in (experiment, session_start, session_end):
         writer.file_writer.add_summary(summary)
-
-
-def flatten(tree: dict, prefix: str = "") -> dict:
-    """{"model": {"d_k": 128, "x": None}} -> {"model.d_k": 128}: unset settings would only crowd the table."""
-    flat = {}
-    for key, value in tree.items():
-        if isinstance(value, dict):
-            flat |= flatten(value, f"{prefix}{key}.")
-        elif value is not None:
-            flat[prefix + key] = value
-    return flat

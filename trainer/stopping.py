@@ -11,7 +11,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from trainer.checkpoint import remove_unfinished
+from trainer.checkpoint import glance, remove_unfinished
 from trainer.distributed import Ranks
 from trainer.resume import resume_override
 
@@ -44,10 +44,8 @@ class StopNow(KeyboardInterrupt):
 
 def saved_step(checkpoint: Path) -> str:
     """ " (step N)", read without loading the tensors; "" if the file does not say."""
-    try:
-        return f" (step {torch.load(checkpoint, map_location='cpu', weights_only=True, mmap=True)['step']})"
-    except Exception:  # the message is still true without the step
-        return ""
+    seen = glance(checkpoint)
+    return f" (step {seen['step']})" if seen else ""  # the message is still true without the step
 
 
 def resume_command(checkpoint: Path, processes: Optional[int] = None) -> str:
