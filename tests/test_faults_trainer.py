@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -199,8 +200,9 @@ def test_resume_auto_after_a_kill_before_the_first_checkpoint_starts_afresh_with
     command = [*SHORT, "trainer.ckpt_interval=60", f"data.cache_dir={cache_dir}", f"hydra.run.dir={run_dir}"]
     first = started(SLOW_STEPS, *command, "trainer.resume=auto")
     wait_for(first, "step 0:")
-    while not (run_dir / "steps" / "step-0.pt").exists():
-        pass
+    while not (run_dir / "steps" / "step-0.pt").exists():  # kept once step 0 is evaluated
+        assert first.poll() is None, first.stderr.read()
+        time.sleep(0.01)
     first.send_signal(signal.SIGKILL)  # before step 30 writes best.pt: no checkpoint at all
     first.wait(timeout=30)
     assert not list(run_dir.glob("*.pt")) and len(list(run_dir.glob("events.out.tfevents.*"))) == 1
@@ -208,7 +210,7 @@ def test_resume_auto_after_a_kill_before_the_first_checkpoint_starts_afresh_with
     assert again.returncode == 0, again.stderr
     assert (
         f"trainer.resume=auto: {run_dir} holds no checkpoint to resume from, only what an attempt stopped before its "
-        "first checkpoint wrote (1 TensorBoard events file and kept snapshots of steps 0); removed, so that "
+        "first checkpoint wrote (1 TensorBoard events file and the kept snapshot of step 0); removed, so that "
         "TensorBoard shows the steps of this fresh start once"
     ) in again.stdout
     assert len(list(run_dir.glob("events.out.tfevents.*"))) == 1

@@ -134,7 +134,8 @@ def clear_unfinished_attempt(run_dir: Path, resume: Optional[str]) -> None:
     if (run_dir / KEPT).is_dir() and not any((run_dir / KEPT).iterdir()):
         (run_dir / KEPT).rmdir()
     what = [f"{len(events)} TensorBoard events file{'s' * (len(events) != 1)}"] if events else []
-    what += [f"kept snapshots of steps {', '.join(path.stem.removeprefix('step-') for path in kept)}"] if kept else []
+    steps = ", ".join(path.stem.removeprefix("step-") for path in kept)
+    what += [f"the kept snapshot{'s' * (len(kept) != 1)} of step{'s' * (len(kept) != 1)} {steps}"] if kept else []
     log.warning(
         "trainer.resume=auto: %s holds no checkpoint to resume from, only what an attempt stopped before its first "
         "checkpoint wrote (%s); removed, so that TensorBoard shows the steps of this fresh start once",
