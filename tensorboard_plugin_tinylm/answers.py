@@ -1,7 +1,6 @@
 """What the Attention tab's routes answer, as plain JSON values: the runs under the logdir with their steps, one run's
 attention and predictions on a text at a step, and text it writes. Imported on the tab's first request; everything
-it computes is viewer/'s, the code attend.py and sample.py print from. The contract with the page (index.js) is
-/work/notes/viewer-api.md's, kept in docs/tensorboard.md."""
+it computes is viewer/'s, the code attend.py and sample.py print from; static/index.js reads these fields by name."""
 
 import math
 from pathlib import Path

@@ -378,6 +378,17 @@ def test_attend_prints_the_losses_the_top_five_and_the_counterfactuals(sweep_dir
 
 
 @pytest.mark.slow
+def test_attend_reads_the_whole_last_beside_a_damaged_best_and_names_both(sweep_dir, tmp_path):
+    run_dir = sweep_dir / DAMAGED_BEST
+    result = attend(f"ckpt={run_dir}", f"out={tmp_path / 'a.png'}")
+    assert result.returncode == 0, result.stderr
+    note = next(line for line in result.stdout.splitlines() if ": damaged (" in line)
+    assert note.startswith(f"{run_dir / 'best.pt'}: damaged (")
+    assert note.endswith(f"does not match its checksum); reading {run_dir / 'last.pt'} (step 10)")
+    assert "\nlast.pt, step 10, layer 0;" in result.stdout and (tmp_path / "a.png").exists()
+
+
+@pytest.mark.slow
 def test_attend_reads_a_kept_step(sweep_dir, tmp_path):
     run_dir = sweep_dir / job_name(sweep_dir, UNMASKED)
     result = attend(f'ckpt="{run_dir}"', "step=0", f"out={tmp_path / 'step0.png'}")
