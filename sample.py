@@ -5,8 +5,6 @@ python sample.py ckpt=outputs/DATE/TIME/best.pt prompt="ROMEO:" num_samples=3 ma
     top_k=40
 """
 
-import os
-import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +25,7 @@ from trainer.distributed import pick_device
 from trainer.memory import free_bytes
 from viewer.checkpoints import named_checkpoint
 from viewer.generation import sample_ids, seed_problem, temperature_problem
+from viewer.terminal import Stdout
 
 
 @dataclass
@@ -115,19 +114,14 @@ def generate(model: TinyLM, prompt: list[int], config: SampleConfig, device: tor
 
 
 def print_samples(tokenizer: Tokenizer, samples: list[list[int]]) -> None:
-    """The samples on stdout, a line of dashes between them. A reader that stops early (`| head`) ends sampling
-    quietly, as it would end a Unix tool; stdout that cannot be written (a full disk) is said in one line."""
-    try:
-        for i, ids in enumerate(samples):
-            if i:
-                print("\n" + "-" * 40)
-            print(tokenizer.decode(ids))
-        sys.stdout.flush()  # a full disk shows here, not when Python flushes at exit
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's own flush at exit: nowhere
-        sys.exit(128 + signal.SIGPIPE)
-    except OSError as error:
-        raise ConfigError(f"stdout: the samples cannot be written ({error.strerror})") from None
+    """The samples on stdout, a line of dashes between them (viewer/terminal.py: a reader that stops early ends
+    sampling quietly, stdout that cannot be written is said in one line)."""
+    stdout = Stdout("the samples")
+    for i, ids in enumerate(samples):
+        if i:
+            stdout.write("\n" + "-" * 40)
+        stdout.write(tokenizer.decode(ids))
+    stdout.finish()
 
 
 @hydra.main(version_base="1.3", config_path=str(Path(__file__).parent / "configs"), config_name="sample")

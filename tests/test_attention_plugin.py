@@ -391,6 +391,35 @@ def test_attend_reads_the_whole_last_beside_a_damaged_best_and_names_both(sweep_
 
 
 @pytest.mark.slow
+def test_attend_to_a_reader_that_stops_early_ends_quietly_and_still_draws(sweep_dir, tmp_path):
+    command = [sys.executable, "attend.py", f"ckpt={sweep_dir / DAMAGED_BEST}", f"out={tmp_path / 'a.png'}"]
+    reader = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert len(reader.stdout.read(10)) == 10
+    reader.stdout.close()  # as `| head -c 10` does
+    assert (reader.wait(timeout=120), reader.stderr.read()) == (141, b"")  # 128 + SIGPIPE, as for any Unix tool
+    assert (tmp_path / "a.png").read_bytes().startswith(b"\x89PNG")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs Linux's /dev/full")
+def test_attend_to_a_full_disk_says_so_in_one_line_and_still_draws(sweep_dir, tmp_path):
+    with open("/dev/full", "w") as full:
+        result = subprocess.run(
+            [sys.executable, "attend.py", f"ckpt={sweep_dir / DAMAGED_BEST}", f"out={tmp_path / 'a.png'}"],
+            cwd=ROOT,
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    assert (result.returncode, result.stderr) == (
+        1,
+        "error: stdout: the trace cannot be written (No space left on device)\n",
+    )
+    assert (tmp_path / "a.png").read_bytes().startswith(b"\x89PNG")
+
+
+@pytest.mark.slow
 def test_attend_reads_a_kept_step(sweep_dir, tmp_path):
     run_dir = sweep_dir / job_name(sweep_dir, UNMASKED)
     result = attend(f'ckpt="{run_dir}"', "step=0", f"out={tmp_path / 'step0.png'}")
