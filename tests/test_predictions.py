@@ -161,6 +161,11 @@ def test_temperature_one_is_the_softmax_of_the_logits_and_a_low_one_sharpens():
     "numbers, causal, expected",
     [
         (
+            {"trained": 1.0, "masked": 0.45, "uniform": 0.047, "silent": 0.0012},
+            False,
+            "masking the future takes p('r') from 1.00 to 0.45: part of the prediction was read, part inferred",
+        ),
+        (
             {"trained": 0.2, "masked": 0.8, "uniform": 0.3, "silent": 0.3},
             False,
             "masking the future raises p('r') from 0.20 to 0.80: what it read ahead pointed elsewhere",

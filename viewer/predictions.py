@@ -31,6 +31,7 @@ COUNTERFACTUALS = ("masked", "uniform", "silent")  # (b), (c), (d); (a) is the a
 FORWARD_TOKENS = 16_384  # tokens per counterfactual forward: a 64-token text's every query in one batch
 FAR = 3.0  # a probability at least this many times another (and NOTABLE above it) is another answer
 NOTABLE = 0.05
+PART = 0.2  # masking the future takes at least this much off, short of FAR: the prediction was read in part
 CLOSE = 0.1  # two probabilities within this share of the larger (or 0.01) are the same answer
 UNEXPECTED = 0.02  # below this in every setting, the model does not expect the token at all
 
@@ -218,6 +219,8 @@ def words(label: str, numbers: dict[str, float], causal: bool) -> str:
     name = f"p({label!r})"
     if not causal and far(trained, masked):
         return f"masking the future takes {name} from {a} to {b}: the prediction was read, not inferred"
+    if not causal and trained - masked >= PART:
+        return f"masking the future takes {name} from {a} to {b}: part of the prediction was read, part inferred"
     if not causal and far(masked, trained):
         return f"masking the future raises {name} from {a} to {b}: what it read ahead pointed elsewhere"
     if max(numbers.values()) < UNEXPECTED:
