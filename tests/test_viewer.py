@@ -67,12 +67,21 @@ def test_the_walk_finds_runs_by_their_checkpoints_or_events_in_natural_order(tmp
     assert CHECKPOINT_FILES == (BEST, LAST) and EVENTS_FILES == "events.out.tfevents.*"
 
 
-def test_the_walk_stops_at_the_first_run_asked_for(tmp_path):
+def test_the_walk_stops_at_the_first_run_asked_for(tmp_path, monkeypatch):
     for number in range(50):
         (tmp_path / f"{number}_run").mkdir()
         (tmp_path / f"{number}_run" / LAST).write_bytes(b"")
+    looked_at, walk = [], os.walk
+
+    def counted_walk(top):
+        for found in walk(top):
+            looked_at.append(found[0])
+            yield found
+
+    monkeypatch.setattr("viewer.walk.os.walk", counted_walk)
     walked = walk_runs(tmp_path, events=False)
-    assert next(walked).parent == tmp_path  # one directory looked at, not fifty: is_active asks for one
+    assert next(walked).parent == tmp_path
+    assert len(looked_at) == 2  # the logdir and its first run, not all fifty: is_active asks for one
     assert len(list(walked)) == 49
 
 
