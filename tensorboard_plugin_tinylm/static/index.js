@@ -238,6 +238,7 @@ function drawPanel(panel) {
   const oneHot = data.stats.max_weight.filter((weight) => weight > data.saturated).length;
   switches.push(`${oneHot} of ${data.tokens.length} rows one-hot (largest weight above ${data.saturated})`);
   element.append(message("meta", switches.join(" · ")));
+  if (data.run_note) element.append(message("note", data.run_note)); // "best.pt: damaged (...); reading last.pt"
   if (data.note) element.append(message("note", data.note));
   const looks = [heatmap(panel), message("cell", ""), overText(panel), message("verdict", ""), message("stats", "")];
   element.append(fold(panel, "attention", "Attention: where each query looks (the heat map, query i down)", looks));
@@ -748,6 +749,7 @@ function showGeneration(panel) {
   text.className = "continuation";
   text.append(span("prompt", prompt), span("written", answer.continuation));
   box.append(text);
+  if (answer.note) box.append(message("note", answer.note)); // the model read only the text's last block_size tokens
   const shown = panel.data && !panel.data.error ? panel.data.step : answer.step;
   if (asked.text !== state.text || shown !== answer.step) {
     box.append(message("note", "written for an earlier text or step: Continue the text again"));
