@@ -1,10 +1,15 @@
-"""The lesson's numeric trace of one attention step, for any query of any text, from trained checkpoints.
+"""The lesson's numeric trace of one attention step, and what it buys the prediction, for any query of any text,
+from trained checkpoints.
 
 python attend.py ckpt=multirun/leak/DATE text="To be, or not to be, that is the question:"   # every run of a sweep
-python attend.py ckpt=outputs/DATE/TIME text="ROMEO:" query=2 layer=0 out=romeo.png
+python attend.py ckpt=outputs/DATE/TIME text="ROMEO:" query=2 layer=0 step=500 temperature=0.8 out=romeo.png
 
-For each run it prints steps 1-4 for query i (the last token by default) and writes the heat map of the weights,
-as the Images tab draws it, beside the run (attention.png) or at `out=`. TensorBoard's Attention tab shows the same.
+For each run it prints steps 1-4 for query i (by default the last token whose next token the text holds), the loss of
+every token of the text (as trained and, for a run trained without the mask, with the mask put back: the terms of
+val/loss and val/loss_causal), the query's five likeliest next tokens and what its look contributes (the next
+token's probability with the query's weights as trained, future masked, uniform, or none), and writes the heat map
+of the weights with the loss strips beside the run (attention.png) or at `out=`. TensorBoard's Attention tab shows
+the same numbers, from the same code (viewer/).
 """
 
 import math
@@ -16,28 +21,49 @@ import hydra
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
-from summary.checkpoints import RunEntry, Trained, list_runs, load
-from summary.readings import VALIDATION_LINE, Reading, cut_note, read, row_statistics, verdict
-from trainer.checkpoint import CheckpointError, checkpoint_path
+from trainer.checkpoint import CheckpointError
 from trainer.cli import one_line_errors, run_with_one_line_errors
 from trainer.config import ConfigError, to_typed
 from trainer.diagnostics import PATTERN_TOKENS, pattern_figure
+from viewer.checkpoints import Trained, load, named_checkpoint
+from viewer.generation import temperature_problem
+from viewer.predictions import COUNTERFACTUALS, Predictions, Strip, predict
+from viewer.readings import VALIDATION_LINE, Reading, cut_note, read, row_statistics, verdict
+from viewer.runs import RunEntry, checkpoint_at, list_runs, steps_of
 
 FULL_VECTOR = 8  # y_i is printed whole up to this d_v, else by its size
 DOMINANT = 3  # the values step 4 names at most
 NOTABLE = 0.05  # and only those that make this much of sum_j a_ij |v_j|
+STRIP_INCHES = 0.6  # the PNG's height per loss strip (its row of tokens and its title)
+KEY_INCHES = 0.8  # and for the strips' colour key below them
+LOSS_COLOURS = "YlOrRd"  # low loss pale, high loss dark red
+LOOKS = {"masked": "future masked", "uniform": "uniform", "silent": "no look"}  # (b)-(d) as the line names them
 
 
 @dataclass
 class AttendConfig:
     ckpt: Optional[str] = None  # a checkpoint file, a run directory, or a directory of runs (a sweep): each is read
     text: str = VALIDATION_LINE  # the text whose attention to trace; the model reads its first block_size tokens
-    query: Optional[int] = None  # the query token i, counted from 0 (negative: from the end); default the last
+    query: Optional[int] = None  # the query token i, counted from 0 (negative: from the end); default the last scored
     layer: int = 0
+    step: Optional[int] = None  # a step the runs kept (RUN/steps/step-N.pt, best.pt, last.pt); default best.pt
+    temperature: float = 1.0  # the top five's: the softmax of logits / temperature, as sampling draws
     out: Optional[str] = None  # the PNG's path (for several runs, a directory: one PNG per run)
 
 
 ConfigStore.instance().store(name="attend_schema", node=AttendConfig)  # the first entry of configs/attend.yaml
+
+
+@dataclass
+class Read:
+    """One run read for the query: what is printed and drawn of it."""
+
+    run: RunEntry
+    path: Path
+    trained: Trained
+    reading: Reading
+    predictions: Predictions
+    query: int
 
 
 def runs_of(ckpt: str) -> list[RunEntry]:
@@ -45,22 +71,25 @@ def runs_of(ckpt: str) -> list[RunEntry]:
     path = Path(ckpt).expanduser()
     if path.is_dir():
         runs = list_runs(path)
-        if not any(run.checkpoint for run in runs):
+        if not any(run.checkpoint or run.problem for run in runs):
             raise CheckpointError(f"ckpt={ckpt}: no checkpoint (best.pt or last.pt) in it or below it")
         for run in runs:
             run.name = path.resolve().name if run.name == "." else run.name
         return runs
-    path = checkpoint_path(ckpt, "ckpt")
-    return [RunEntry(path.parent.name, path.parent, path, step=load(path).step)]
+    path = named_checkpoint(ckpt, "ckpt").path
+    return [RunEntry(path.parent.name, path.parent, path, steps=steps_of(path.parent, path))]
 
 
-def query_index(query: Optional[int], tokens: int) -> int:
-    i = tokens - 1 if query is None else query
-    if not -tokens <= i < tokens:
+def query_index(query: Optional[int], reading: Reading) -> int:
+    """The query the settings name; by default the last token whose next token the text holds."""
+    tokens = len(reading.ids)
+    if query is None:
+        return tokens - 1 if reading.targets[-1] is not None else max(tokens - 2, 0)
+    if not -tokens <= query < tokens:
         raise ConfigError(
             f"query={query}: the model reads {tokens} tokens of this text (query=0 to {tokens - 1}, or negative)"
         )
-    return i % tokens
+    return query % tokens
 
 
 def check_layer(layer: int, trained: Trained) -> None:
@@ -71,13 +100,25 @@ def check_layer(layer: int, trained: Trained) -> None:
         )
 
 
+def read_run(run: RunEntry, config: AttendConfig) -> Read:
+    """The run at the chosen step, read for the query; a setting it cannot take is a one-line error."""
+    path = run.checkpoint if config.step is None else checkpoint_at(run, config.step)
+    trained = load(path)
+    check_layer(config.layer, trained)
+    reading = read(trained, config.text)
+    if all(target is None for target in reading.targets):
+        raise ConfigError(f"text={config.text!r}: one token, so there is no next token to score; give two or more")
+    i = query_index(config.query, reading)
+    return Read(run, path, trained, reading, predict(trained, reading, config.layer, config.temperature), i)
+
+
 def trace_text(reading: Reading, layer: int, i: int) -> str:
     """Steps 1-4 of the lesson for query i of one layer, as lines of text."""
     trace = reading.layers[layer]
     labels = reading.labels
     keys = range(i + 1) if trace.causal else range(len(labels))
-    lines = [f"query i={i} {labels[i]!r}, " + ("keys j <= i (the causal mask hides the rest)" if trace.causal
-             else "every key j: this run does not mask the future")]  # fmt: skip
+    seen = "keys j <= i (the causal mask hides the rest)" if trace.causal else "every key j: this run does not mask"
+    lines = [f"query i={i} {labels[i]!r}, {seen}" + ("" if trace.causal else " the future")]
     lines.append("step 1, score: q_i . k_j")
     if trace.scale:
         lines.append(f"step 2, scale: divided by sqrt(d_k) = sqrt({trace.d_k}) = {math.sqrt(trace.d_k):.3f}")
@@ -89,36 +130,138 @@ def trace_text(reading: Reading, layer: int, i: int) -> str:
     fed = "scaled" if trace.scale else "fed"
     lines.append(f"  {'j':>4}  {'token':<8} {'q_i.k_j':>10} {fed:>10} {'a_ij':>8}")
     for j in keys:
-        future = "  future" if j > i else ""
-        lines.append(f"  {j:>4}  {labels[j]!r:<8} {trace.raw[i, j]:>10.3f} {trace.fed[i, j]:>10.3f} "
-                     f"{trace.weights[i, j]:>8.3f}{future}")  # fmt: skip
+        numbers = f"{trace.raw[i, j]:>10.3f} {trace.fed[i, j]:>10.3f} {trace.weights[i, j]:>8.3f}"
+        lines.append(f"  {j:>4}  {labels[j]!r:<8} {numbers}" + ("  future" if j > i else ""))
     output = trace.output[i]
-    shown = ("(" + ", ".join(f"{x:.3f}" for x in output.tolist()) + ")") if output.numel() <= FULL_VECTOR else (
-        f"a vector of d_v={output.numel()} numbers, length {output.norm():.3f}")  # fmt: skip
+    if output.numel() <= FULL_VECTOR:
+        shown = "(" + ", ".join(f"{x:.3f}" for x in output.tolist()) + ")"
+    else:
+        shown = f"a vector of d_v={output.numel()} numbers, length {output.norm():.3f}"
     lines.append(f"step 4, weighted sum: y_i = sum_j a_ij v_j = {shown}")
     top = int(trace.weights[i].argmax())
     parts = trace.weights[i] * trace.values.norm(dim=-1)  # the size of each value's part in y_i
     shares = parts / parts.sum()
     dominant = [j for j in shares.argsort(descending=True)[:DOMINANT].tolist() if shares[j] >= NOTABLE] or [top]
-    lines.append("  dominated by " + ", ".join(f"v_{j} {labels[j]!r} (a_ij {trace.weights[i, j]:.3f}, "
-                                                f"{shares[j]:.0%} of sum_j a_ij |v_j|)" for j in dominant))  # fmt: skip
+    named = [
+        f"v_{j} {labels[j]!r} (a_ij {trace.weights[i, j]:.3f}, {shares[j]:.0%} of sum_j a_ij |v_j|)" for j in dominant
+    ]
+    lines.append("  dominated by " + ", ".join(named))
     stats = {name: values[i] for name, values in row_statistics(trace.weights).items()}
-    lines.append(f"row i: entropy {stats['entropy']:.3f} nats, largest weight {stats['max_weight']:.3f} "
-                 f"(j={top} {labels[top]!r}), future mass {stats['future_mass']:.3f}")  # fmt: skip
+    row = f"entropy {stats['entropy']:.3f} nats, largest weight {stats['max_weight']:.3f} (j={top} {labels[top]!r})"
+    lines.append(f"row i: {row}, future mass {stats['future_mass']:.3f}")
     if words := verdict(trace, i):
         lines.append(words)
     return "\n".join(lines)
 
 
-def save_pattern(weights, labels: list[str], title: str, path: Path) -> None:
-    """The Images tab's pattern figure of the weights. It is laid out for PATTERN_TOKENS labels a side; a longer
-    text gets labels as much smaller and pixels as much denser, so that each label stays as many pixels tall."""
-    figure = pattern_figure(weights, labels, title)
+def losses_text(reading: Reading, predictions: Predictions, i: int) -> str:
+    """Every token's loss of predicting the next one, one strip a column, with the means the curves are named by."""
+    strips = predictions.strips
+    header = f"  {'i':>4}  {'token':<8} {'next':<8}" + "".join(f" {strip.name:>14}" for strip in strips)
+    lines = ["the loss of each token's prediction of the next (nats; the means are the terms of the curves named)"]
+    lines.append(header)
+    for position, label in enumerate(reading.labels):
+        upcoming = strips[0].predictions[position].next
+        losses = "".join(f" {loss(strip.losses[position]):>14}" for strip in strips)
+        here = "  <- query" if position == i else ""
+        lines.append(f"  {position:>4}  {label!r:<8} {repr(upcoming) if upcoming else '':<8}{losses}{here}".rstrip())
+    means = "".join(f" {loss(strip.mean):>14}" for strip in strips)
+    lines.append(f"  {'mean':>4}  {'':<8} {'':<8}{means}  ({', '.join(strip.tag for strip in strips)})")
+    return "\n".join(lines)
+
+
+def loss(value: float | None) -> str:
+    return "" if value is None else f"{value:.3f}"
+
+
+def prediction_text(read_run: Read, temperature: float, layer: int) -> str:
+    """The query's top five in each strip, the next token's probability, and the counterfactual line."""
+    i, predictions = read_run.query, read_run.predictions
+    upcoming = predictions.strips[0].predictions[i].next
+    target = f"the text's next token is {upcoming!r}" if upcoming else "the text ends here"
+    lines = [
+        f"query i={i} {read_run.reading.labels[i]!r}: its five likeliest next tokens at temperature {temperature:g}"
+        f" ({target})"
+    ]
+    width = max(len(strip.name) for strip in predictions.strips) + 1
+    for strip in predictions.strips:
+        prediction = strip.predictions[i]
+        top = "  ".join(f"{label!r} {p:.3f}" for label, p in prediction.top)
+        scored = f";  p({upcoming!r}) {prediction.p_next:.3f}, loss {prediction.loss:.3f} nats" if upcoming else ""
+        lines.append(f"  {strip.name + ':':<{width}} {top}{scored}")
+    found = predictions.counterfactuals[i]
+    if found is None:
+        lines.append("what the look contributes needs the next token: the text has none after this query")
+        return "\n".join(lines)
+    looks = ", ".join(f"{LOOKS[kind]} {getattr(found, kind):.3f}" for kind in COUNTERFACTUALS)
+    lines.append(
+        f"what the look contributes, p({upcoming!r}) at layer {layer}: as trained {found.trained:.3f}, {looks}"
+    )
+    lines.append(found.words)
+    return "\n".join(lines)
+
+
+def save_figure(read_run: Read, layer: int, title: str, path: Path, scale: float) -> None:
+    """The Images tab's pattern figure of the weights, with the loss strips below it on one colour `scale` (nats).
+    It is laid out for PATTERN_TOKENS labels a side; a longer text gets labels as much smaller and pixels as much
+    denser, so that each label stays as many pixels tall."""
+    labels = read_run.reading.labels
+    figure = pattern_figure(read_run.reading.layers[layer].weights, labels, title)
     shrink = max(1.0, len(labels) / PATTERN_TOKENS)
     heat_map = figure.axes[0]  # the colour bar comes second
     for label in heat_map.get_xticklabels() + heat_map.get_yticklabels():
         label.set_fontsize(label.get_fontsize() / shrink)
+    add_loss_strips(figure, read_run.predictions.strips, labels, scale, shrink, read_run.trained)
     figure.savefig(path, dpi=100 * shrink)
+
+
+def add_loss_strips(figure, strips: list[Strip], labels: list[str], scale: float, shrink: float, trained) -> None:
+    """The text as a row of tokens coloured by their loss, one row a strip, under the heat map and as wide as it (so
+    token i sits under key column i), and a colour key marking ln(vocab_size), a uniform guess's loss."""
+    import numpy as np
+    from matplotlib import colormaps
+    from matplotlib.colors import Normalize
+
+    width, height = figure.get_size_inches()
+    extra = KEY_INCHES + STRIP_INCHES * len(strips) + 0.2
+    total = height + extra
+    for axes in figure.axes:  # everything drawn so far moves up, keeping its size in inches
+        x0, y0, w, h = axes.get_position().bounds
+        axes.set_position([x0, (y0 * height + extra) / total, w, h * height / total])
+    figure.set_size_inches(width, total)
+    heat_map = figure.axes[0]
+    heat_map.apply_aspect()  # its square box, where the columns are
+    x0, _, columns_width, _ = heat_map.get_position().bounds
+    colours = colormaps[LOSS_COLOURS].with_extremes(bad="lightgrey")
+    norm = Normalize(0, scale)
+    for row, strip in enumerate(reversed(strips)):  # the first strip on top
+        bottom = (KEY_INCHES + STRIP_INCHES * row) / total
+        axes = figure.add_axes([x0, bottom, columns_width, STRIP_INCHES * 0.5 / total])
+        losses = np.array([[np.nan if x is None else x for x in strip.losses]], dtype=float)
+        image = axes.imshow(np.ma.masked_invalid(losses), cmap=colours, norm=norm, aspect="auto")
+        for column, label in enumerate(labels):
+            value = losses[0, column]
+            ink = "white" if np.isfinite(value) and norm(value) > 0.6 else "black"
+            axes.text(column, 0, label, ha="center", va="center", fontsize=9 / shrink, family="monospace", color=ink)
+        axes.set_xticks([])
+        axes.set_yticks([])
+        title = f"{strip.name}: loss of predicting the next token, mean {loss(strip.mean)} nats ({strip.tag})"
+        axes.set_title(title, fontsize=8, loc="left")
+    key = figure.add_axes([x0, KEY_INCHES * 0.55 / total, columns_width, KEY_INCHES * 0.15 / total])
+    bar = figure.colorbar(image, cax=key, orientation="horizontal")
+    uniform = math.log(trained.model.config.vocab_size)
+    bar.ax.axvline(uniform, color="black", linewidth=1.5)
+    bar.ax.tick_params(labelsize=7)
+    bar.set_label(
+        f"loss in nats (grey: the text ends); the line: ln(vocab_size) = {uniform:.2f}, a uniform guess", fontsize=7
+    )
+
+
+def loss_scale(readings: list[Read]) -> float:
+    """One colour scale for every run's strips: up to the highest loss among them, and at least ln(vocab_size)."""
+    highest = [x for read in readings for strip in read.predictions.strips for x in strip.losses if x is not None]
+    uniform = [math.log(read.trained.model.config.vocab_size) for read in readings]
+    return max([1.0, *uniform, *highest])
 
 
 def png_path(out: Optional[str], run: RunEntry, layer: int, several: bool) -> Path:
@@ -128,31 +271,49 @@ def png_path(out: Optional[str], run: RunEntry, layer: int, several: bool) -> Pa
     return Path(out) / f"{run.name.replace('/', '_')}_{name}" if several else Path(out)
 
 
+def check_settings(config: AttendConfig) -> None:
+    if not config.ckpt:
+        raise ConfigError("ckpt: give a checkpoint file, a run directory or a sweep, e.g. ckpt=outputs/DATE/TIME")
+    if problem := temperature_problem(config.temperature):
+        raise ConfigError(problem)
+
+
 @hydra.main(version_base="1.3", config_path=str(Path(__file__).parent / "configs"), config_name="attend")
 def main(cfg: DictConfig) -> None:
     with one_line_errors():
         config = to_typed(AttendConfig, OmegaConf.to_container(cfg))
-        if not config.ckpt:
-            raise ConfigError("ckpt: give a checkpoint file, a run directory or a sweep, e.g. ckpt=outputs/DATE/TIME")
+        check_settings(config)
         runs = runs_of(config.ckpt)
-        readable = [run for run in runs if run.checkpoint and not run.problem]
+        # Every run is read before anything is printed: a setting one of them cannot take stops all, in one line.
+        readings = {run.name: read_run(run, config) for run in runs if run.checkpoint}
+        scale = loss_scale(list(readings.values()))
+        unreadable = [run for run in runs if run.problem and not run.checkpoint]
         for run in runs:
             header = f"== {run.name}" + (f"  ({run.label})" if run.label else "")
-            if run not in readable:
+            if run.name not in readings:
                 print(f"{header}\n{run.problem or 'no checkpoint (best.pt or last.pt) yet'}\n")
                 continue
-            trained = load(run.checkpoint)
-            check_layer(config.layer, trained)
-            reading = read(trained, config.text)
-            i = query_index(config.query, len(reading.ids))
-            print(f"{header}\n{run.checkpoint.name}, step {trained.step}, layer {config.layer}; "
-                  f"{len(reading.ids)} tokens" + (f" ({cut_note(reading)})" if cut_note(reading) else ""))  # fmt: skip
-            print(trace_text(reading, config.layer, i))
-            path = png_path(config.out, run, config.layer, len(readable) > 1)
+            found = readings[run.name]
+            reading, trained = found.reading, found.trained
+            if run.note and found.path == run.checkpoint:
+                print(f"{header}\n{run.note}")
+            else:
+                print(header)
+            cut = f" ({cut_note(reading)})" if cut_note(reading) else ""
+            print(f"{found.path.name}, step {trained.step}, layer {config.layer}; {len(reading.ids)} tokens{cut}")
+            print(trace_text(reading, config.layer, found.query))
+            print(losses_text(reading, found.predictions, found.query))
+            print(prediction_text(found, config.temperature, config.layer))
+            path = png_path(config.out, run, config.layer, len(readings) > 1)
             path.parent.mkdir(parents=True, exist_ok=True)
             title = f"layer {config.layer}, step {trained.step}: {run.label or run.name}"
-            save_pattern(reading.layers[config.layer].weights, reading.labels, title, path)
+            save_figure(found, config.layer, title, path, scale)
             print(f"wrote {path}\n")
+        if unreadable:
+            names = "; ".join(run.problem for run in unreadable)
+            raise CheckpointError(
+                f"{len(unreadable)} run{'s' * (len(unreadable) > 1)} with no whole checkpoint: {names}"
+            )
 
 
 if __name__ == "__main__":

@@ -1,11 +1,10 @@
 """Generate text from a trained TinyLM checkpoint, with the tokenizer stored in it.
 
-python sample.py ckpt=outputs/DATE/TIME                    # the run's last.pt
+python sample.py ckpt=outputs/DATE/TIME                    # the run's last.pt (its best.pt if last.pt is damaged)
 python sample.py ckpt=outputs/DATE/TIME/best.pt prompt="ROMEO:" num_samples=3 max_new_tokens=300 temperature=0.8 \
     top_k=40
 """
 
-import math
 import os
 import signal
 import sys
@@ -21,16 +20,18 @@ from tokenizers import Tokenizer
 
 from data.tokenizer import encode_known
 from model import ModelConfig, TinyLM
-from trainer.checkpoint import CheckpointError, checkpoint_path, load_checkpoint, model_config
+from trainer.checkpoint import BEST, LAST, CheckpointError, load_checkpoint, model_config
 from trainer.cli import one_line_errors, run_with_one_line_errors
 from trainer.config import ConfigError, to_typed
 from trainer.distributed import pick_device
 from trainer.memory import free_bytes
+from viewer.checkpoints import named_checkpoint
+from viewer.generation import sample_ids, seed_problem, temperature_problem
 
 
 @dataclass
 class SampleConfig:
-    ckpt: Optional[str] = None  # a checkpoint file, or a run directory (its last.pt)
+    ckpt: Optional[str] = None  # a checkpoint file, or a run directory (its last.pt; its best.pt if that is damaged)
     prompt: str = "\n"  # the text the samples continue
     num_samples: int = 1
     max_new_tokens: int = 500
@@ -44,27 +45,21 @@ ConfigStore.instance().store(name="sample_schema", node=SampleConfig)  # the fir
 
 
 MAX_NEW_TOKENS = 100_000  # minutes of generation on a CPU; more is a typo, not a wish
-TEMPERATURES = (1e-3, 100.0)  # outside, the logits overflow or the softmax is uniform to float precision
-SEEDS = (-(2**63), 2**64 - 1)  # what torch.Generator.manual_seed takes
+READ_ORDER = (LAST, BEST)  # a run directory's checkpoint: the latest, else the lowest validation loss
 
 
 def check_sample_config(config: SampleConfig) -> None:
     problems = [] if config.ckpt else ["ckpt: give a checkpoint file or a run directory, e.g. ckpt=outputs/DATE/TIME"]
     if config.num_samples <= 0:
         problems.append(f"num_samples={config.num_samples}: must be positive")
-    low, high = TEMPERATURES
-    if not math.isfinite(config.temperature):
-        problems.append(f"temperature={config.temperature}: must be a finite number")
-    elif config.temperature <= 0:
-        problems.append(f"temperature={config.temperature}: must be positive")
-    elif not low <= config.temperature <= high:
-        problems.append(f"temperature={config.temperature}: must be between {low} and {high:g}")
+    if problem := temperature_problem(config.temperature):
+        problems.append(problem)
     if not 0 <= config.max_new_tokens <= MAX_NEW_TOKENS:
         problems.append(f"max_new_tokens={config.max_new_tokens}: must be between 0 and {MAX_NEW_TOKENS}")
     if config.top_k is not None and config.top_k <= 0:
         problems.append(f"top_k={config.top_k}: must be positive")
-    if not SEEDS[0] <= config.seed <= SEEDS[1]:
-        problems.append(f"seed={config.seed}: must be between {SEEDS[0]} and {SEEDS[1]}")
+    if problem := seed_problem(config.seed):
+        problems.append(problem)
     if problems:
         raise ConfigError("; ".join(problems))
 
@@ -102,10 +97,8 @@ def generate(model: TinyLM, prompt: list[int], config: SampleConfig, device: tor
     """Each sample's ids, prompt first; what the estimate missed (memory that ran out, weights that give no
     probabilities) becomes one line."""
     try:
-        context = torch.tensor([prompt] * config.num_samples, device=device)
-        generator = torch.Generator(device).manual_seed(config.seed)
-        generated = model.generate(context, config.max_new_tokens, config.temperature, config.top_k, generator)
-        return generated.tolist()
+        settings = config.max_new_tokens, config.temperature, config.top_k, config.seed, config.num_samples
+        return sample_ids(model, prompt, *settings, device=device)
     except (MemoryError, RuntimeError) as error:  # torch.OutOfMemoryError is a RuntimeError
         reason = str(error).strip().splitlines()[0][:160] if str(error).strip() else type(error).__name__
         if isinstance(error, MemoryError) or "allocate" in reason or "out of memory" in reason:
@@ -142,7 +135,10 @@ def main(cfg: DictConfig) -> None:
     with one_line_errors():
         config = to_typed(SampleConfig, OmegaConf.to_container(cfg))
         check_sample_config(config)
-        checkpoint = load_checkpoint(checkpoint_path(config.ckpt, "ckpt"))  # weights only: no code runs
+        chosen = named_checkpoint(config.ckpt, "ckpt", READ_ORDER)
+        if chosen.note:  # the run's last.pt is damaged: its best.pt is read, and said so
+            print(chosen.note, file=sys.stderr)
+        checkpoint = load_checkpoint(chosen.path)  # weights only: no code runs
         tokenizer = Tokenizer.from_str(checkpoint["tokenizer"])
         prompt = encode_prompt(tokenizer, config.prompt)
         device = pick_device(config.device, "device")

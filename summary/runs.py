@@ -2,7 +2,6 @@
 
 import logging
 import os
-import re
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -13,10 +12,9 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from summary.events import Damage, damage
 from trainer.overrides import override_values, read_overrides
+from viewer.walk import EVENTS_FILES, natural_key, walk_runs
 
 log = logging.getLogger(__name__)
-
-EVENTS_FILES = "events.out.tfevents.*"
 
 
 class SummaryError(Exception):
@@ -66,15 +64,11 @@ def find_runs(paths: list[Path]) -> list[Path]:
     for path in paths:
         if not path.is_dir():
             raise FileNotFoundError(f"{path}: no such directory")
-        found = {events.parent.resolve() for events in path.rglob(EVENTS_FILES)}  # comparable paths
+        found = {run_dir.resolve() for run_dir in walk_runs(path, checkpoints=False)}  # comparable paths
         if not found:
             raise FileNotFoundError(f"{path}: no TensorBoard events files in it or below it")
         runs |= found
     return sorted(runs, key=natural_key)
-
-
-def natural_key(path: Path) -> list:
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", str(path))]
 
 
 def read_run(run_dir: Path, root: Path) -> Run | None:

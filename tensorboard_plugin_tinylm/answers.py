@@ -1,16 +1,25 @@
-"""What the Attention tab's routes answer, as plain JSON values: the runs under the logdir, and one run's attention on
-a text. Imported on the tab's first request, once sources.use_sources() has made tinylm's packages importable."""
+"""What the Attention tab's routes answer, as plain JSON values: the runs under the logdir with their steps, one run's
+attention and predictions on a text at a step, and text it writes. Imported on the tab's first request; everything
+it computes is viewer/'s, the code attend.py and sample.py print from. The contract with the page (index.js) is
+/work/notes/viewer-api.md's, kept in docs/tensorboard.md."""
 
 import math
 from pathlib import Path
 
 from data.errors import DataError
-from summary.checkpoints import checkpoint_in, list_runs, load
-from summary.readings import MAX_CHARS, VALIDATION_LINE, cut_note, read, row_statistics, verdict
+from data.tokenizer import encode_known
 from trainer.checkpoint import CheckpointError
-from trainer.diagnostics import SATURATED
+from trainer.config import ConfigError
+from trainer.diagnostics import SATURATED, token_labels
+from viewer.checkpoints import Trained, load
+from viewer.generation import TEMPERATURES, sample_ids, seed_problem, temperature_problem
+from viewer.predictions import Counterfactual, Predictions, Strip, predict
+from viewer.readings import MAX_CHARS, VALIDATION_LINE, cut_note, read, row_statistics, verdict
+from viewer.runs import RunEntry, checkpoint_at, list_runs, run_entry
 
 DIGITS = 7  # decimals sent: far below what a person reads, and the numbers equal the reference path's to 1e-6
+MAX_GENERATE = 500  # tokens /generate writes at most: 200 take well under 2 s on a default model, 500 a few seconds
+SEED = 1337  # sample.py's default
 
 
 class BadRequest(Exception):
@@ -18,30 +27,35 @@ class BadRequest(Exception):
 
 
 def runs(logdir: Path | None) -> dict:
-    """Every run under the logdir with the checkpoint read (best.pt, else last.pt) and its step, or why not."""
-    logdir = required(logdir)
+    """Every run under the logdir with the checkpoint read by default, its step and every step it kept, or why
+    not; each checkpoint seen without loading its model."""
     listed = [
-        {"name": run.name, "label": run.label, "checkpoint": run.checkpoint.name if run.checkpoint else None,
-         "step": run.step, "problem": run.problem}
-        for run in list_runs(logdir)
-    ]  # fmt: skip
-    return {"runs": listed, "text": VALIDATION_LINE, "max_chars": MAX_CHARS}
+        {
+            "name": run.name,
+            "label": run.label,
+            "checkpoint": relative(run.checkpoint, run),
+            "step": run.step,
+            "problem": run.problem,
+            "note": run.note,
+            "steps": steps(run),
+        }
+        for run in list_runs(required(logdir), named=lambda path, run_dir: path.relative_to(run_dir).as_posix())
+    ]
+    limits = {"max_chars": MAX_CHARS, "max_generate": MAX_GENERATE, "temperatures": list(TEMPERATURES)}
+    return {"runs": listed, "text": VALIDATION_LINE, **limits}
 
 
 def attention(logdir: Path | None, request: object) -> dict:
-    """The weights of one run's layer on a text, with the lesson's steps for every query row."""
-    logdir = required(logdir)
-    if not isinstance(request, dict):
-        raise BadRequest("the request must be a JSON object with run, text and layer")
-    run, text, layer = request.get("run"), request.get("text"), request.get("layer", 0)
+    """Everything a run's panel draws at one step, for every query of the text: the weights with the lesson's
+    steps, the loss strips, the predictions at the temperature and the counterfactuals at the layer."""
+    request = fields(request, "run, text and layer")
+    entry, trained, path = run_at(required(logdir), request)
+    text, layer = request.get("text"), request.get("layer", 0)
+    temperature = checked_temperature(request)
     if not isinstance(text, str):
         raise BadRequest("text: must be a string")
     if not isinstance(layer, int) or isinstance(layer, bool):
         raise BadRequest(f"layer={layer!r}: must be a whole number")
-    try:
-        trained = load(checkpoint_of(logdir, run))
-    except CheckpointError as error:  # damaged, or not tinylm's
-        raise BadRequest(str(error)) from None
     n_layer = trained.model.config.n_layer
     if not 0 <= layer < n_layer:
         raise BadRequest(f"layer={layer}: this model has {n_layer} layer{'s' * (n_layer > 1)} (0 to {n_layer - 1})")
@@ -50,14 +64,72 @@ def attention(logdir: Path | None, request: object) -> dict:
     except DataError as error:
         raise BadRequest(str(error)) from None
     trace = reading.layers[layer]
+    predictions = predict(trained, reading, layer, temperature)
+    vocab_size = trained.model.config.vocab_size
     return {
-        "run": run, "step": trained.step, "layer": layer, "n_layer": n_layer, "d_k": trace.d_k,
-        "scale": trace.scale, "causal": trace.causal, "softcap": trace.softcap, "block_size": reading.block_size,
-        "tokens": reading.labels, "note": cut_note(reading),
-        "raw": numbers(trace.raw), "fed": numbers(trace.fed), "weights": numbers(trace.weights),
-        "stats": row_statistics(trace.weights), "saturated": SATURATED,
+        "run": entry.name,
+        "step": trained.step,
+        "layer": layer,
+        "n_layer": n_layer,
+        "d_k": trace.d_k,
+        "scale": trace.scale,
+        "causal": trace.causal,
+        "softcap": trace.softcap,
+        "block_size": reading.block_size,
+        "tokens": reading.labels,
+        "note": cut_note(reading),
+        "raw": numbers(trace.raw),
+        "fed": numbers(trace.fed),
+        "weights": numbers(trace.weights),
+        "stats": row_statistics(trace.weights),
+        "saturated": SATURATED,
         "verdicts": [verdict(trace, i) for i in range(len(reading.ids))],
-    }  # fmt: skip
+        "file": relative(path, entry),
+        "steps": steps(entry),
+        "run_note": entry.note if path == entry.checkpoint else "",
+        "temperature": temperature,
+        "vocab_size": vocab_size,
+        "uniform_loss": rounded(math.log(vocab_size)),
+        **predictions_json(predictions),
+    }
+
+
+def generate(logdir: Path | None, request: object) -> dict:
+    """The run's continuation of the text: sample.py's sampling, on the same checkpoint, length, temperature and
+    seed, writes the same tokens."""
+    request = fields(request, "run, text and tokens")
+    entry, trained, path = run_at(required(logdir), request)
+    text, tokens, seed = request.get("text"), request.get("tokens"), request.get("seed", SEED)
+    temperature = checked_temperature(request)
+    if not isinstance(tokens, int) or isinstance(tokens, bool) or not 1 <= tokens <= MAX_GENERATE:
+        raise BadRequest(f"tokens={tokens!r}: must be a whole number from 1 to {MAX_GENERATE}")
+    if problem := seed_problem(seed):
+        raise BadRequest(problem)
+    if not isinstance(text, str) or not text:
+        raise BadRequest("text: give the text to continue (a string, not empty)")
+    if len(text) > MAX_CHARS:
+        raise BadRequest(f"text: {len(text):,} characters; at most {MAX_CHARS:,}")
+    try:
+        prompt = encode_known(trained.tokenizer, text, "text")
+    except DataError as error:
+        raise BadRequest(str(error)) from None
+    with trained.lock:  # no other request's hooks on the model meanwhile
+        [ids] = sample_ids(trained.model, prompt, tokens, temperature, None, seed)
+    written = ids[len(prompt) :]
+    block_size = trained.model.config.block_size
+    context = "" if len(prompt) <= block_size else f"the model reads the text's last {block_size} tokens as context"
+    return {
+        "run": entry.name,
+        "step": trained.step,
+        "file": relative(path, entry),
+        "prompt": text,
+        "continuation": trained.tokenizer.decode(written),
+        "tokens": token_labels(trained.tokenizer, written),
+        "text": trained.tokenizer.decode(ids),
+        "note": context,
+        "temperature": temperature,
+        "seed": seed,
+    }
 
 
 def required(logdir: Path | None) -> Path:
@@ -66,17 +138,84 @@ def required(logdir: Path | None) -> Path:
     return logdir
 
 
-def checkpoint_of(logdir: Path, run: object) -> Path:
-    """The checkpoint of the run that the listing names `run`: a directory at or below the logdir, nowhere else."""
+def fields(request: object, names: str) -> dict:
+    if not isinstance(request, dict):
+        raise BadRequest(f"the request must be a JSON object with {names}")
+    return request
+
+
+def run_at(logdir: Path, request: dict) -> tuple[RunEntry, Trained, Path]:
+    """The run the request names, at its step (null: the default checkpoint), loaded."""
+    run, step = request.get("run"), request.get("step")
     run_dir = (logdir / run).resolve() if isinstance(run, str) and run else None
     if run_dir is None or not run_dir.is_relative_to(logdir.resolve()) or not run_dir.is_dir():
         raise BadRequest(f"run {run!r}: no such run under the logdir {logdir}")
-    checkpoint = checkpoint_in(run_dir)
-    if checkpoint is None:
-        raise BadRequest(f"run {run!r}: no checkpoint (best.pt or last.pt) yet")
-    return checkpoint
+    if step is not None and (not isinstance(step, int) or isinstance(step, bool)):
+        raise BadRequest(f"step={step!r}: must be a whole number, or null for the run's default checkpoint")
+    entry = run_entry(run_dir, run, named=lambda path, run_dir: path.relative_to(run_dir).as_posix())
+    if step is None and entry.checkpoint is None:
+        raise BadRequest(f"run {run!r}: {entry.problem or 'no checkpoint (best.pt or last.pt) yet'}")
+    try:
+        path = checkpoint_at(entry, step)
+        return entry, load(path), path
+    except (ConfigError, CheckpointError) as error:  # a step not kept; a file damaged, or not tinylm's
+        raise BadRequest(str(error).replace(str(run_dir) + "/", "")) from None
+
+
+def checked_temperature(request: dict) -> float:
+    temperature = request.get("temperature", 1.0)
+    if problem := temperature_problem(temperature):
+        raise BadRequest(problem)
+    return float(temperature)
+
+
+def relative(path: Path | None, entry: RunEntry) -> str | None:
+    return path.relative_to(entry.run_dir).as_posix() if path else None
+
+
+def steps(entry: RunEntry) -> list[dict]:
+    return [{"step": kept.step, "file": relative(kept.path, entry)} for kept in entry.steps]
+
+
+def predictions_json(predictions: Predictions) -> dict:
+    return {
+        "strips": [strip_json(strip) for strip in predictions.strips],
+        "counterfactuals": [counterfactual_json(found) for found in predictions.counterfactuals],
+        "problem": predictions.problem,
+    }
+
+
+def strip_json(strip: Strip) -> dict:
+    return {
+        "name": strip.name,
+        "tag": strip.tag,
+        "causal": strip.causal,
+        "losses": [rounded(loss) for loss in strip.losses],
+        "mean": rounded(strip.mean),
+        "predictions": [
+            {
+                "top": [[label, rounded(p)] for label, p in prediction.top],
+                "next": prediction.next,
+                "p_next": rounded(prediction.p_next),
+                "loss": rounded(prediction.loss),
+            }
+            for prediction in strip.predictions
+        ],
+    }
+
+
+def counterfactual_json(found: Counterfactual | None) -> dict | None:
+    if found is None:
+        return None
+    numbers = {kind: rounded(getattr(found, kind)) for kind in ("trained", "masked", "uniform", "silent")}
+    return numbers | {"words": found.words}
+
+
+def rounded(x: float | None) -> float | None:
+    """A number as JSON carries it: DIGITS decimals; None (and -inf, nan) as null."""
+    return round(x, DIGITS) if x is not None and math.isfinite(x) else None
 
 
 def numbers(matrix) -> list[list[float | None]]:
     """A (T, T) tensor as rows of numbers; -inf (a masked score) as null, which JSON can carry."""
-    return [[round(x, DIGITS) if math.isfinite(x) else None for x in row] for row in matrix.tolist()]
+    return [[rounded(x) for x in row] for row in matrix.tolist()]

@@ -1,11 +1,13 @@
 """The Attention tab: a TensorBoard plugin (TBPlugin) with its routes, served under /data/plugin/tinylm_attention/.
 
-Imported when TensorBoard starts, so it imports only what TensorBoard has loaded already; tinylm's code and torch
-come with the tab's first request (answers.py), and each run's model is kept while its checkpoint stays the same.
+Imported when TensorBoard starts, so it imports only what TensorBoard has loaded already. Made once per TensorBoard,
+it puts tinylm's repository on sys.path (sources.py); its is_active walks the logdir with viewer/walk.py, which
+needs nothing more; torch and the rest of tinylm's code come with the tab's first request (answers.py), and each
+run's model is kept while its checkpoint stays the same.
 """
 
 import json
-import os
+import logging
 from pathlib import Path
 
 from tensorboard.plugins import base_plugin
@@ -14,8 +16,9 @@ from werkzeug import Response, wrappers
 from tensorboard_plugin_tinylm.sources import SourcesMissing, use_sources
 
 STATIC = Path(__file__).parent / "static"
-CHECKPOINT_NAMES = {"best.pt", "last.pt"}  # trainer/checkpoint.py's BEST and LAST: not imported, it imports torch
 MAX_BODY = 1 << 20  # bytes: a text of 100,000 characters fits, several times over
+
+log = logging.getLogger(__name__)
 
 
 class AttentionPlugin(base_plugin.TBPlugin):
@@ -24,19 +27,30 @@ class AttentionPlugin(base_plugin.TBPlugin):
     def __init__(self, context: base_plugin.TBContext):
         self.logdir = Path(context.logdir).expanduser() if context.logdir else None  # None: --logdir_spec
         self.active = False
+        try:
+            use_sources()
+            self.sources_missing = ""
+        except SourcesMissing as error:  # every request says so, in one line
+            self.sources_missing = str(error)
 
     def get_plugin_apps(self) -> dict:
         return {
             "/index.js": self.static_file("index.js", "text/javascript"),
             "/style.css": self.static_file("style.css", "text/css"),
             "/runs": self.serve_runs,
-            "/attention": self.serve_attention,
+            "/attention": self.serve_post("attention"),
+            "/generate": self.serve_post("generate"),
         }
 
     def is_active(self) -> bool:
-        """Whether the logdir holds a checkpoint: the tab is only offered where it can show something."""
+        """Whether the logdir holds a checkpoint: the tab is only offered where it can show something (and where
+        tinylm's sources are missing, to say so)."""
+        if self.sources_missing:
+            return True
         if not self.active and self.logdir is not None:  # once found, no walk at every page load
-            self.active = any(CHECKPOINT_NAMES & set(files) for _, _, files in os.walk(self.logdir))
+            from viewer.walk import walk_runs  # the standard library only: no torch at TensorBoard's start
+
+            self.active = next(walk_runs(self.logdir, events=False), None) is not None
         return self.active
 
     def frontend_metadata(self) -> base_plugin.FrontendMetadata:
@@ -52,36 +66,46 @@ class AttentionPlugin(base_plugin.TBPlugin):
 
     @wrappers.Request.application
     def serve_runs(self, request: wrappers.Request) -> Response:
-        return answer(lambda answers: answers.runs(self.logdir))
+        return self.answer(lambda answers: answers.runs(self.logdir))
 
-    @wrappers.Request.application
-    def serve_attention(self, request: wrappers.Request) -> Response:
-        def attention(answers):
-            if (request.content_length or 0) > MAX_BODY:
-                raise answers.BadRequest(
-                    f"the request is over {MAX_BODY:,} bytes; a text is read up to 100,000 characters"
-                )
-            try:
-                body = json.loads(request.get_data(as_text=True))
-            except ValueError:
-                raise answers.BadRequest("the request is not JSON: expected {run, text, layer}") from None
-            return answers.attention(self.logdir, body)
+    def serve_post(self, route: str):
+        """A route that reads a JSON object from the request's body: answers.attention, answers.generate."""
 
-        return answer(attention)
+        @wrappers.Request.application
+        def serve(request: wrappers.Request) -> Response:
+            def compute(answers):
+                if (request.content_length or 0) > MAX_BODY:
+                    raise answers.BadRequest(
+                        f"the request is over {MAX_BODY:,} bytes; a text is read up to 100,000 characters"
+                    )
+                try:
+                    body = json.loads(request.get_data(as_text=True))
+                except ValueError:
+                    raise answers.BadRequest(
+                        "the request is not JSON: expected an object such as {run, text}"
+                    ) from None
+                return getattr(answers, route)(self.logdir, body)
 
+            return self.answer(compute)
 
-def answer(compute) -> Response:
-    """compute(answers) as JSON; a request it cannot answer as HTTP 400 {"error": one line}, the server serving on."""
-    try:
-        use_sources()
-    except SourcesMissing as error:
-        return json_response({"error": str(error)}, 400)
-    from tensorboard_plugin_tinylm import answers  # tinylm's code and torch: imported on the first request
+        return serve
 
-    try:
-        return json_response(compute(answers))
-    except answers.BadRequest as error:
-        return json_response({"error": str(error)}, 400)
+    def answer(self, compute) -> Response:
+        """compute(answers) as JSON; a request it cannot answer as HTTP 400 {"error": one line}, the server serving
+        on."""
+        if self.sources_missing:
+            return json_response({"error": self.sources_missing}, 400)
+        from tensorboard_plugin_tinylm import answers  # tinylm's code and torch: imported on the first request
+
+        try:
+            return json_response(compute(answers))
+        except answers.BadRequest as error:
+            return json_response({"error": str(error)}, 400)
+        except Exception as error:  # a fault of the tab's own: one line in the panel, the traceback in the log
+            log.exception("the Attention tab could not answer")
+            reason = (str(error).strip().splitlines() or [""])[0][:200]
+            message = f"the tab could not answer ({type(error).__name__}: {reason}); TensorBoard's log has the details"
+            return json_response({"error": message}, 500)
 
 
 def json_response(value: object, status: int = 200) -> Response:

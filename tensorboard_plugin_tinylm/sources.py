@@ -1,9 +1,10 @@
-"""Where tinylm's code is, for the TensorBoard process.
+"""Where tinylm's code is, for the TensorBoard process: the one place the repository is put on sys.path.
 
-tinylm's own packages (model/, data/, trainer/, summary/) are not installed: their generic names would clash with
-other packages in a shared environment. Installed editable (the README's `pip install -e ".[dev]"`), this package
-is its file in the repository, so the repository root is the directory above it; it is put on sys.path on first
-use, in the TensorBoard process only.
+tinylm's own packages (model/, data/, trainer/, summary/, viewer/) are not installed: their generic names would
+clash with other packages in a shared environment. Installed editable (the README's `pip install -e ".[dev]"`), this
+package is its file in the repository, so the repository root is the directory above it. The plugin calls
+use_sources() once, when TensorBoard makes it (AttentionPlugin.__init__), in the TensorBoard process only; from then
+on its requests import tinylm's code as train.py does. Putting the root on sys.path imports nothing itself.
 """
 
 import sys
@@ -11,7 +12,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 MARKER = ROOT / "model" / "attention.py"  # a file only tinylm's repository has there
-PACKAGES = ("model", "data", "trainer", "summary")
+PACKAGES = ("model", "data", "trainer", "summary", "viewer")
 
 
 class SourcesMissing(Exception):

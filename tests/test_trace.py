@@ -7,9 +7,9 @@ from torch import nn
 from attend import trace_text
 from data import TokenizerConfig, train_tokenizer
 from model import ModelConfig, TinyLM
-from model.trace import trace
-from summary.checkpoints import Trained
-from summary.readings import cut_note, read, row_statistics, verdict
+from viewer.checkpoints import Trained
+from viewer.readings import cut_note, read, row_statistics, verdict
+from viewer.trace import trace
 
 
 def lesson_model() -> Trained:

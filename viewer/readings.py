@@ -1,6 +1,6 @@
 """A trained model's attention on a text a person gives: the text checked and cut to the model's context, the trace
-of every layer (model/trace.py), each query row's statistics and what they say in words. The Attention tab sends it
-as JSON and attend.py prints it, so both say the same."""
+of every layer (viewer/trace.py), each query row's statistics and what they say in words. The Attention tab sends
+it as JSON and attend.py prints it, so both say the same; viewer/predictions.py adds what the model predicts."""
 
 from dataclasses import dataclass
 
@@ -8,9 +8,9 @@ from torch import Tensor
 
 from data.errors import DataError
 from data.tokenizer import encode_known
-from model.trace import LayerTrace, trace
-from summary.checkpoints import Trained
 from trainer.diagnostics import SATURATED, entropy, future_mass, max_weight, token_labels
+from viewer.checkpoints import Trained
+from viewer.trace import LayerTrace, trace
 
 # A line of the embedded corpus's validation split (Macbeth, the last tenth of the plays): the text a reading starts
 # with, so the Attention tab is never blank; a model trained on it has not seen it.
@@ -26,6 +26,12 @@ class Reading:
     given: int  # how many tokens the whole text has (more than len(ids) when it was cut)
     block_size: int
     layers: list[LayerTrace]
+    following: int | None = None  # the text's next token after those read (a cut text): the last one predicts it
+
+    @property
+    def targets(self) -> list[int | None]:
+        """What each position predicts: the next token of the text, None where the text ends."""
+        return [*self.ids[1:], self.following]
 
 
 def read(trained: Trained, text: str, setting: str = "text") -> Reading:
@@ -36,18 +42,24 @@ def read(trained: Trained, text: str, setting: str = "text") -> Reading:
         raise DataError(
             f"{setting}: {len(text):,} characters; at most {MAX_CHARS:,} (the model reads its first tokens)"
         )
-    ids = encode_known(trained.tokenizer, text, setting)
+    return read_ids(trained, encode_known(trained.tokenizer, text, setting))
+
+
+def read_ids(trained: Trained, ids: list[int]) -> Reading:
+    """The trace of the token ids' first block_size, holding the model while its hooks are on."""
     block_size = trained.model.config.block_size
-    kept = ids[:block_size]
-    return Reading(kept, token_labels(trained.tokenizer, kept), len(ids), block_size, trace(trained.model, kept))
+    kept, following = ids[:block_size], (ids[block_size] if len(ids) > block_size else None)
+    with trained.lock:
+        layers = trace(trained.model, kept)
+    return Reading(kept, token_labels(trained.tokenizer, kept), len(ids), block_size, layers, following)
 
 
 def cut_note(reading: Reading) -> str:
     """'' for a text the model reads whole; else what was left out."""
     if reading.given <= len(reading.ids):
         return ""
-    return (f"cut to its first {len(reading.ids)} of {reading.given} tokens: the model's context is "
-            f"model.block_size={reading.block_size}")  # fmt: skip
+    kept, context = len(reading.ids), f"model.block_size={reading.block_size}"
+    return f"cut to its first {kept} of {reading.given} tokens: the model's context is {context}"
 
 
 def row_statistics(weights: Tensor) -> dict[str, list[float]]:
@@ -65,8 +77,8 @@ def verdict(layer: LayerTrace, query: int) -> str:
     row = layer.weights[query]
     words = []
     if query + 1 < row.numel() and row[query + 1] > LEAK:
-        words.append(f"{row[query + 1]:.2f} of the weight sits on token {query + 1}, the very token it is asked to "
-                     f"predict: the leak")  # fmt: skip
+        share = f"{row[query + 1]:.2f} of the weight sits on token {query + 1}"
+        words.append(f"{share}, the very token it is asked to predict: the leak")
     elif future_mass(layer.weights[query : query + 1, query:]) > LEAK:
         words.append("most of the weight sits on future tokens (j > i), which the causal mask would hide")
     if row.max() > SATURATED:

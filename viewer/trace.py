@@ -1,10 +1,11 @@
 """The lesson's numeric trace of attention for any text: each layer's raw scores, the scores the softmax is fed,
 its weights and its output, computed through the reference `attention()` and nothing else.
 
-It is the one computation behind TensorBoard's Attention tab, attend.py's printed steps and its heat map PNG.
+It is the one computation behind TensorBoard's Attention tab, attend.py's printed steps and its heat map PNG. Its
+hooks sit on the model itself: where threads share a model (the tab's), the caller holds the model's lock
+(viewer/readings.py's read does), as for any forward while hooks are on.
 """
 
-import threading
 from dataclasses import dataclass
 
 import torch
@@ -12,8 +13,6 @@ from torch import Tensor
 
 from model.attention import attention
 from model.tinylm import TinyLM
-
-_hooked = threading.Lock()  # the hooks sit on the shared model: a second thread's forward would fire this one's
 
 
 @dataclass
@@ -39,16 +38,15 @@ def trace(model: TinyLM, ids: list[int]) -> list[LayerTrace]:
     again and passed through `attention()`: the same equation the lesson writes, whatever kernel the model trains with.
     """
     inputs: list[Tensor] = []
-    with _hooked:
-        hooks = [block.attn.register_forward_pre_hook(lambda _, args: inputs.append(args[0])) for block in model.blocks]
-        was_training = model.training
-        model.eval()
-        try:
-            model(torch.tensor([ids], device=next(model.parameters()).device))
-        finally:
-            for hook in hooks:
-                hook.remove()
-            model.train(was_training)
+    hooks = [block.attn.register_forward_pre_hook(lambda _, args: inputs.append(args[0])) for block in model.blocks]
+    was_training = model.training
+    model.eval()
+    try:
+        model(torch.tensor([ids], device=next(model.parameters()).device))
+    finally:
+        for hook in hooks:
+            hook.remove()
+        model.train(was_training)
     traces = []
     for block, x in zip(model.blocks, inputs):
         layer = block.attn

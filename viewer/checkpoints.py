@@ -1,0 +1,151 @@
+"""A trained run's checkpoints as its readers take them (attend.py, sample.py, the Attention tab): one looked at
+without its weights (`look`), the one a reader uses (`choose`: the first whole one in the reader's order, named
+when another was damaged), and one loaded as a model on the CPU (`load`), kept while its file stays the same.
+
+Every file goes through trainer/checkpoint.py: weights only, each record's CRC checked; no code in a checkpoint runs.
+"""
+
+import threading
+import zipfile
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tokenizers import Tokenizer
+
+from model import TinyLM
+from trainer.checkpoint import (
+    BEST,
+    LAST,
+    CheckpointError,
+    damaged_record,
+    glance,
+    load_checkpoint,
+    model_config,
+    whole_sibling,
+)
+from trainer.overrides import switches_label
+
+READ_ORDER = (BEST, LAST)  # attend.py and the tab: the lowest validation loss, else the latest; sample.py: (LAST, BEST)
+MODELS_KEPT = 32  # loaded models kept at once, the least recently read dropped first: a default model is 1 MB
+
+
+@dataclass
+class Trained:
+    """A checkpoint's model, ready to read: on the CPU, in eval mode. Threads that share it (the tab's requests)
+    hold `lock` around every forward: the readings put hooks on the model."""
+
+    model: TinyLM
+    tokenizer: Tokenizer
+    step: int
+    switches: str  # the lesson's switches as the run set them: "model.scale=True model.causal=True model.d_k=128"
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class Look:
+    """A checkpoint file seen without loading its weights: its step, or why it cannot be read."""
+
+    step: int | None
+    problem: str = ""  # "damaged (data/3 does not match its checksum)": the reason, without the file's name
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The checkpoint a reader of a run directory uses: `path` None with no `problem` when the run has none yet."""
+
+    path: Path | None
+    step: int | None
+    note: str = ""  # "R/best.pt: damaged (...); reading R/last.pt (step 500)": another one was passed over
+    problem: str = ""  # none is whole: each one's name and reason
+
+
+_looks: dict[tuple, Look] = {}
+_loaded: OrderedDict[tuple, Trained] = OrderedDict()
+_lock = threading.Lock()  # TensorBoard answers requests in threads
+
+
+def file_key(path: Path) -> tuple:
+    """What says a file is the same as before: its place, size and time (a checkpoint is replaced, never edited)."""
+    stat = path.stat()
+    return path.resolve(), stat.st_size, stat.st_mtime_ns
+
+
+def look(path: Path) -> Look:
+    """`path`'s step through trainer/checkpoint.py's glance, once its zip records are checked (bytes read, not one
+    tensor built); remembered while the file stays the same. A file that fails gets load_checkpoint's reason."""
+    key = file_key(path)
+    with _lock:
+        if key in _looks:
+            return _looks[key]
+    seen = glance(path) if zipfile.is_zipfile(path) and not damaged_record(path) else None
+    found = Look(seen["step"]) if seen else Look(None, unreadable(path))
+    with _lock:
+        for stale in [known for known in _looks if known[0] == key[0]]:
+            del _looks[stale]
+        _looks[key] = found
+    return found
+
+
+def unreadable(path: Path) -> str:
+    """Why load_checkpoint refuses `path`, without the file's name nor its sibling (a reader names those itself)."""
+    try:
+        load_checkpoint(path)
+    except CheckpointError as error:
+        return str(error).removeprefix(f"{path}: ").removesuffix(f"; {whole_sibling(path)}")
+    return "not a tinylm checkpoint (its step cannot be read)"
+
+
+def choose(run_dir: Path, order: tuple[str, ...] = READ_ORDER, named: Callable[[Path], str] = str) -> Choice:
+    """The first whole checkpoint of `run_dir` in `order`; `named` says a file as the reader shows it (the tab:
+    relative to the run). A damaged one passed over is named in the note; when none is whole, in the problem."""
+    present = [run_dir / name for name in order if (run_dir / name).is_file()]
+    passed = []
+    for path in present:
+        seen = look(path)
+        if seen.step is not None:
+            note = "; ".join(f"{named(bad)}: {reason}" for bad, reason in passed)
+            return Choice(path, seen.step, f"{note}; reading {named(path)} (step {seen.step})" if note else "")
+        passed.append((path, seen.problem))
+    return Choice(None, None, problem="; ".join(f"{named(bad)}: {reason}" for bad, reason in passed))
+
+
+def named_checkpoint(name: str, setting: str, order: tuple[str, ...] = READ_ORDER) -> Choice:
+    """The checkpoint a setting names (sample.py's ckpt=): a file as it is, a run directory's first whole one in
+    `order`; a CheckpointError naming the setting where there is none to read."""
+    path = Path(name).expanduser()
+    if path.is_dir():
+        choice = choose(path, order)
+        if choice.path is None:
+            names = " or ".join(order)
+            raise CheckpointError(f"{setting}={name}: {choice.problem or f'no checkpoint ({names}) in it'}")
+        return choice
+    if not path.exists():
+        raise CheckpointError(f"{setting}={name}: no such run directory or checkpoint file")
+    return Choice(path, None)
+
+
+def load(path: Path) -> Trained:
+    """The checkpoint at `path` as a model on the CPU, kept while the file stays the same (same size and time)."""
+    key = file_key(path)
+    with _lock:
+        if key in _loaded:
+            _loaded.move_to_end(key)
+            return _loaded[key]
+    trained = build(load_checkpoint(path))  # outside the lock: another run's request need not wait for this one
+    with _lock:
+        for stale in [known for known in _loaded if known[0] == key[0]]:
+            del _loaded[stale]  # the run wrote a newer checkpoint since
+        _loaded[key] = trained
+        while len(_loaded) > MODELS_KEPT:
+            _loaded.popitem(last=False)
+    return trained
+
+
+def build(checkpoint: dict) -> Trained:
+    model = TinyLM(model_config(checkpoint))
+    model.load_state_dict(checkpoint["model"])
+    model.eval()
+    switches = switches_label(checkpoint["config"])
+    return Trained(model, Tokenizer.from_str(checkpoint["tokenizer"]), checkpoint["step"], switches)
