@@ -6,6 +6,9 @@ python train.py -m model.causal=true,false        # a sweep: one job per value
 tensorboard --logdir outputs                      # (or multirun) to see the curves
 """
 
+import trainer.startup  # noqa: F401 (first of all: a Ctrl-C while torch loads ends in one line, trainer/startup.py)
+
+# isort: split
 import logging
 import time
 from pathlib import Path
@@ -22,11 +25,20 @@ from trainer.cli import one_line_errors, run_with_one_line_errors
 from trainer.config import TrainConfig, register_schema, to_train_config
 from trainer.distributed import Ranks, pick_device
 from trainer.evaluate import estimate_loss
+from trainer.memory import check_memory
 from trainer.optim import learning_rate
 from trainer.record import NullRecorder, Recorder, recorder_for, tensorboard_command
 from trainer.resume import checkpoint_to_resume, resumed_config
 from trainer.run import TrainingRun, build_run
-from trainer.run_dir import RunLock, branch_note, check_fresh_start, register_resolvers, resume_dir
+from trainer.run_dir import (
+    RunLock,
+    branch_note,
+    check_fresh_start,
+    clear_unfinished_attempt,
+    record_branch,
+    register_resolvers,
+    resume_dir,
+)
 from trainer.schedule import Schedule
 from trainer.stopping import Interrupted, NonFiniteGuard, StopSignals
 
@@ -50,13 +62,18 @@ def train(
 def training_loop(config: TrainConfig, run_dir: Path, checkpoint: Optional[dict], ranks: Ranks) -> dict[str, float]:
     """The loop itself: step, log, evaluate, save, stop; `train` holds the run directory's lock around it."""
     run = build_run(config, ranks, checkpoint)
-    schedule, optim = Schedule.of(run.config.trainer), run.config.optim
-    guard = NonFiniteGuard(ranks.device)
+    if not checkpoint:
+        clear_unfinished_attempt(run_dir, config.trainer.resume)  # auto, killed before its first checkpoint
+    settings, optim = run.config.trainer, run.config.optim
+    schedule, guard = Schedule.of(settings), NonFiniteGuard(ranks.device)
     losses = {}
     with recorder_for(run, run_dir, resumed=checkpoint is not None) as recorder, StopSignals(run_dir) as stop:
-        checkpointer = Checkpointer(run_dir, ranks, run.state, before_write=recorder.flush)
+        checkpointer = Checkpointer(
+            run_dir, ranks, run.state, recorder.flush, keep=settings.keep_checkpoints, every=settings.eval_interval
+        )
         if not checkpoint:
             losses = evaluate(run, recorder)
+            checkpointer.evaluated()
         for step in schedule.steps(run.step):
             lr = learning_rate(step, optim, schedule.max_steps)
             x, y = run.batch()
@@ -78,6 +95,7 @@ def training_loop(config: TrainConfig, run_dir: Path, checkpoint: Optional[dict]
                 if losses["val"] < run.best_val:
                     run.best_val = losses["val"]
                     checkpointer.save(BEST)
+                checkpointer.evaluated()  # a kept snapshot, RUN/steps/step-N.pt, if kept_steps keeps this step
             if schedule.saves(step) or received:
                 checkpointer.save()
             if received and not schedule.is_last(step):
@@ -112,10 +130,12 @@ def main(cfg: DictConfig) -> float:
             config = resumed_config(checkpoint["config"], cfg, HydraConfig.get().overrides.task, checkpoint["step"])
             if run_dir != path.parent:
                 log.warning(branch_note(path, run_dir, checkpoint["step"]))
+                record_branch(path, run_dir, checkpoint["step"])  # the parent's settings and where it branched
         else:
             if not cfg.trainer.resume:
                 check_fresh_start(run_dir)  # no run replaces another
             config = to_train_config(cfg)
+        check_memory(config)  # sizes that cannot fit this machine, before any work
         ranks = distributed.start(config.trainer.device)
         distributed.quiet_other_ranks(ranks)
         started = time.perf_counter()

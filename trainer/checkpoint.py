@@ -7,8 +7,11 @@ kill at any instant leaves the previous checkpoint whole. torch.save stores a CR
 archive, which torch.load never checks: load_checkpoint checks them all before it reads anything.
 """
 
+import errno
+import math
 import os
 import random
+import shutil
 import uuid
 import zipfile
 from collections.abc import Callable
@@ -20,6 +23,7 @@ import torch
 
 from model import ModelConfig, TinyLM
 from trainer.config import TrainConfig, plain_config, to_typed
+from trainer.memory import human
 
 if TYPE_CHECKING:  # the readers of trained runs (viewer/) load checkpoints without torch.distributed's machinery
     from trainer.distributed import Ranks
@@ -33,6 +37,8 @@ KEYS = {"format", "step", "config", "model", "optimizer", "rng", "loss_sum", "be
 KEPT = "steps"
 SNAPSHOT_FORMAT = "tinylm-snapshot-1"
 SNAPSHOT_KEYS = {"format", "step", "config", "model", "tokenizer"}
+SHORT_WRITE = "unexpected pos"  # torch's zip writer's words for a write that stopped short (a full disk, often)
+FULL = 1_000_000  # bytes: a disk with less room than this left after a short write is taken for full
 
 
 class CheckpointError(Exception):
@@ -40,30 +46,109 @@ class CheckpointError(Exception):
 
 
 class Checkpointer:
-    """Writes a run's checkpoints: last.pt to resume from, best.pt at each new lowest validation loss. Every rank
-    calls it (their random states are gathered); rank 0 alone writes, after `before_write` (TensorBoard's flush:
-    nothing a checkpoint says is done may be missing from the curves)."""
+    """Writes a run's checkpoints: last.pt to resume from, best.pt at each new lowest validation loss, and at each
+    evaluation a kept snapshot (RUN/steps/step-N.pt, weights only) as `kept_steps` decides, `keep` at most. Every
+    rank calls it (their random states are gathered); rank 0 alone writes, after `before_write` (TensorBoard's
+    flush: nothing a checkpoint says is done may be missing from the curves)."""
 
-    def __init__(self, run_dir: Path, ranks: "Ranks", state: Callable[[], dict], before_write: Callable[[], None]):
+    def __init__(
+        self,
+        run_dir: Path,
+        ranks: "Ranks",
+        state: Callable[[], dict],
+        before_write: Callable[[], None],
+        keep: int = 0,
+        every: int = 1,
+    ):
         self.run_dir, self.ranks, self.state, self.before_write = run_dir, ranks, state, before_write
+        self.keep, self.every = keep, every  # trainer.keep_checkpoints, trainer.eval_interval
         self.last = run_dir / LAST
         if ranks.main:  # under the run directory's lock: what an earlier process left unfinished is nobody's
             remove_unfinished(run_dir)
 
     def save(self, name: str = LAST) -> None:
         state = self.state()
+        if self.ranks.main:
+            self.before_write()
+            self.write(state, self.run_dir / name)
+
+    def evaluated(self) -> None:
+        """At an evaluation: this step's snapshot joins the kept ones, and those kept_steps lets go are removed
+        (after the new one is whole: a kill in between leaves one too many, which the next evaluation removes)."""
+        if not self.keep:
+            return
+        state = self.state()
         if not self.ranks.main:
             return
-        self.before_write()
-        path = self.run_dir / name
+        on_disk = {int(path.stem.removeprefix("step-")): path for path in kept_checkpoints(self.run_dir)}
+        kept = kept_steps(sorted(on_disk), state["step"], self.keep, self.every)
+        if state["step"] in kept:
+            kept_path(self.run_dir, 0).parent.mkdir(exist_ok=True)
+            self.write(snapshot_state(state), kept_path(self.run_dir, state["step"]))
+        for step, path in on_disk.items():
+            if step not in kept:
+                path.unlink(missing_ok=True)
+
+    def write(self, state: dict, path: Path) -> None:
         try:
             save_checkpoint(state, path)
         except (OSError, RuntimeError) as error:  # a full disk also shows as torch's "unexpected pos"
-            reason = getattr(error, "strerror", None) or str(error).strip().splitlines()[0][:120]
-            kept = (
-                f"{self.last}, the last good checkpoint, is whole" if self.last.exists() else "no checkpoint was kept"
-            )
+            reason, full = write_failure(error, path)
+            if self.last.exists():
+                kept = f"{self.last}, the last good checkpoint, is whole" + (": free some space, then resume" * full)
+            else:
+                kept = "no checkpoint was kept" + ("; free some space, then start again" * full)
             raise CheckpointError(f"{path}: cannot be written ({reason}); {kept}") from None
+
+
+def kept_steps(kept: list[int], step: int, keep: int, eval_interval: int) -> list[int]:
+    """Which evaluation steps a run keeps a snapshot of once `step` is evaluated, given the steps `kept` so far: at
+    most `keep`, so that the set stays bounded however long the run; every evaluation while they are few; then
+    spread evenly over log(1 + step / eval_interval), so dense early, where a model learns fastest (the leak preset
+    learns to read ahead within its first 100 steps), and ever sparser later. The earliest kept (step 0 of a run
+    that kept from its start) and the newest always stay; each step beyond `keep` lets go of the one in between
+    whose neighbours lie closest together on that scale (the later one of a tie). Steps past `step`, kept by an
+    attempt that a resume from an earlier checkpoint replays, give way. The same kept steps in, the same out: a
+    resumed run goes on as an uninterrupted one would."""
+    if keep <= 0:
+        return []
+    steps = sorted({earlier for earlier in kept if earlier < step} | {step})
+    if keep == 1:
+        return steps[:1]
+
+    def scale(at: int) -> float:
+        return math.log1p(at / eval_interval)
+
+    while len(steps) > keep:
+        gap, drop = min((scale(steps[i + 1]) - scale(steps[i - 1]), -i) for i in range(1, len(steps) - 1))
+        del steps[-drop]
+    return steps
+
+
+def write_failure(error: Exception, path: Path) -> tuple[str, bool]:
+    """Why a checkpoint could not be written, in a few words, and whether the disk is full. A full disk reaches
+    torch.save's zip writer as an OSError, which it replaces with "unexpected pos N vs M": the OSError beneath is
+    named instead, and so is the room left on the disk."""
+    cause, seen = error, set()
+    while cause is not None and not isinstance(cause, OSError) and id(cause) not in seen:
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    text = str(error).strip().splitlines()[0][:120] if str(error).strip() else type(error).__name__
+    reason = cause.strerror if isinstance(cause, OSError) and cause.strerror else text
+    free = free_space(path.parent)
+    full = isinstance(cause, OSError) and cause.errno == errno.ENOSPC
+    if not isinstance(cause, OSError) and SHORT_WRITE in text and free is not None and free < FULL:
+        full, reason = True, f"{os.strerror(errno.ENOSPC)}: {text}"
+    if full and free is not None:
+        reason += f"; the disk holding {path.parent} has {human(free)} free"
+    return reason, full
+
+
+def free_space(directory: Path) -> Optional[int]:
+    try:
+        return shutil.disk_usage(directory).free
+    except OSError:
+        return None
 
 
 def save_checkpoint(state: dict, path: Path) -> None:
@@ -85,9 +170,10 @@ def save_checkpoint(state: dict, path: Path) -> None:
 
 def remove_unfinished(run_dir: Path) -> None:
     """Removes the temporary files of checkpoint writes that never finished (a SIGKILL or a second Ctrl-C during
-    a save); only the process holding the run directory's lock may call it."""
-    for unfinished in run_dir.glob(UNFINISHED):
-        unfinished.unlink(missing_ok=True)
+    a save), the kept snapshots' among them; only the process holding the run directory's lock may call it."""
+    for directory in (run_dir, run_dir / KEPT):
+        for unfinished in directory.glob(UNFINISHED):
+            unfinished.unlink(missing_ok=True)
 
 
 def load_checkpoint(path: Path) -> dict:
@@ -131,13 +217,24 @@ def kept_checkpoints(run_dir: Path) -> list[Path]:
 
 
 def glance(path: Path) -> Optional[dict]:
-    """A checkpoint's step and settings, read without checks and without reading its weights (memory-mapped), for
-    deciding where a run writes and for messages; None when it cannot be read."""
+    """A checkpoint's step, its run's max_steps and its format (CHECKPOINT_FORMAT, or SNAPSHOT_FORMAT for a kept
+    one), read without checks and without reading its weights (memory-mapped), for deciding where a run writes and
+    for messages; None when it cannot be read. The one reader of a checkpoint's step that loads no weights."""
     try:
         state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-        return {"step": int(state["step"]), "max_steps": int(state["config"]["trainer"]["max_steps"])}
+        return {
+            "step": int(state["step"]),
+            "max_steps": int(state["config"]["trainer"]["max_steps"]),
+            "format": state.get("format"),
+        }
     except Exception:  # damaged or foreign: load_checkpoint says how, if it is ever loaded
         return None
+
+
+def is_snapshot(path: Path) -> bool:
+    """Whether `path` is a kept snapshot (weights only), which nothing resumes from."""
+    seen = glance(path) if path.is_file() else None
+    return bool(seen) and seen["format"] == SNAPSHOT_FORMAT
 
 
 def damaged_record(path: Path) -> Optional[str]:

@@ -1,7 +1,9 @@
 """The structured config schema of configs/: TrainConfig gathers each group's dataclass (ModelConfig from
 model/, DataConfig and TokenizerConfig from data/, OptimConfig and TrainerConfig here), so Hydra checks
-every key and type; check_values then checks the ranges."""
+every key and type; check_values then checks the ranges. Whether the sizes fit the machine is trainer/memory.py's
+check_memory, which train.py calls next: the settings know nothing of the machine."""
 
+import logging
 import math
 from dataclasses import dataclass, field, fields
 from enum import Enum
@@ -14,7 +16,8 @@ from omegaconf.errors import OmegaConfBaseException
 
 from data import DataConfig, TokenizerConfig, TokenizerKind
 from model import ModelConfig
-from trainer.memory import memory_problem
+
+log = logging.getLogger("tinylm")
 
 
 class ConfigError(Exception):
@@ -57,6 +60,7 @@ class TrainerConfig:
     precision: Precision = Precision.fp32  # bf16: autocast matmuls to bfloat16 (for GPUs that have it)
     compile: bool = False  # torch.compile the model: slower start, faster steps on a GPU
     ckpt_interval: int = 500  # write last.pt every this many steps (and at the end); best.pt at each new best val loss
+    keep_checkpoints: int = 8  # earlier checkpoints kept to look back at (weights only, RUN/steps/); 0 keeps none
     resume: Optional[str] = None  # a run directory or checkpoint file to continue, in its own directory
     start_over: bool = False  # a fresh run in a directory that holds a run: move that run into RUN/earlier-DATE_TIME
     objective: Objective = Objective.val_causal  # what main returns to a sweeper (Optuna) to minimise
@@ -120,10 +124,12 @@ NOT_NEGATIVE = [
     "optim.weight_decay",
     "optim.grad_clip",
     "trainer.sample_tokens",
+    "trainer.keep_checkpoints",
 ]
 BELOW_ONE = ["model.dropout", "optim.beta1", "optim.beta2"]  # and not negative
 SEED_LIMIT = 2**62  # torch's generators take 64 bits; the ranks' seeds add to it (trainer/distributed.py)
 MAX_SAMPLE_TOKENS = 100_000  # as sample.py's max_new_tokens
+MAX_KEPT = 100  # trainer.keep_checkpoints: each is a copy of the weights
 
 
 def float_keys(config: TrainConfig) -> list[str]:
@@ -175,6 +181,8 @@ def check_values(config: TrainConfig) -> None:
         problems.append(("trainer.seed", f"must be between -{SEED_LIMIT} and {SEED_LIMIT} (2**62)"))
     if config.trainer.sample_tokens > MAX_SAMPLE_TOKENS:
         problems.append(("trainer.sample_tokens", f"must be at most {MAX_SAMPLE_TOKENS}: each is a forward pass"))
+    if config.trainer.keep_checkpoints > MAX_KEPT:
+        problems.append(("trainer.keep_checkpoints", f"must be at most {MAX_KEPT}: each is a copy of the weights"))
     if config.model.vocab_size is not None:
         problems.append(
             ("model.vocab_size", "comes from the tokenizer; to change it use tokenizer=bpe tokenizer.vocab_size=N")
@@ -190,6 +198,9 @@ def check_values(config: TrainConfig) -> None:
         )
     if problems:
         raise ConfigError("; ".join(f"{key}={value(key)}: {problem}" for key, problem in problems))
-    # The vocabulary comes from the text later; a BPE one has its 256 bytes at least, a char one a character.
-    if too_big := memory_problem(config, vocab_size=256 if bpe else 1):
-        raise ConfigError(too_big)
+    if config.optim.warmup_steps > config.trainer.max_steps:
+        log.warning(
+            "optim.warmup_steps=%d is longer than the run: the learning rate rises over all %d steps",
+            config.optim.warmup_steps,
+            config.trainer.max_steps,
+        )

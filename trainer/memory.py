@@ -5,15 +5,14 @@ through may still run out, which trainer/cli.py reports in one line too."""
 
 import os
 from dataclasses import dataclass, fields, replace
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 import torch
 
+from data import TokenizerKind
 from model import ModelConfig, TinyLM
 from model.tinylm import Block
-
-if TYPE_CHECKING:
-    from trainer.config import TrainConfig
+from trainer.config import ConfigError, TrainConfig
 
 FLOAT = 4  # bytes of a float32: weights, gradients and the optimizer's moments stay float32 under autocast
 TOKEN_ID = 8  # bytes of an int64 token id, as get_batch hands them to the model
@@ -52,7 +51,7 @@ def parameter_count(model: ModelConfig) -> int:
     return one_layer + (model.n_layer - 1) * block
 
 
-def needs(config: "TrainConfig", vocab_size: int) -> tuple[list[Need], list[Need]]:
+def needs(config: TrainConfig, vocab_size: int) -> tuple[list[Need], list[Need]]:
     """The pieces that live on the training device at the same time, and those on the host: the batch being built
     and, for tokenizer=bpe, what its trainer allocates up front."""
     model, trainer = config.model, config.trainer
@@ -140,7 +139,7 @@ class Shortfall:
         )
 
 
-def shortfall(config: "TrainConfig", vocab_size: int) -> Optional[Shortfall]:
+def shortfall(config: TrainConfig, vocab_size: int) -> Optional[Shortfall]:
     """Where these settings cannot fit this machine, or None where they may."""
     device, host = needs(config, vocab_size)
     gpu = device_memory(config.trainer.device)
@@ -153,7 +152,7 @@ def shortfall(config: "TrainConfig", vocab_size: int) -> Optional[Shortfall]:
     return None
 
 
-def memory_problem(config: "TrainConfig", vocab_size: int) -> Optional[str]:
+def memory_problem(config: TrainConfig, vocab_size: int) -> Optional[str]:
     """Why these settings cannot fit this machine, naming them, or None where they may."""
     if not (short := shortfall(config, vocab_size)):
         return None
@@ -161,12 +160,19 @@ def memory_problem(config: "TrainConfig", vocab_size: int) -> Optional[str]:
     return f"{named}: this run {short.says()}; lower {'it' if ',' not in named else 'them'}"
 
 
-def value_of(config: "TrainConfig", key: str) -> object:
+def check_memory(config: TrainConfig) -> None:
+    """Refuses, naming the settings, sizes that cannot fit this machine: before any work, after the range checks."""
+    # The vocabulary comes from the text later; a BPE one has its 256 bytes at least, a char one a character.
+    if too_big := memory_problem(config, vocab_size=256 if config.tokenizer.kind is TokenizerKind.bpe else 1):
+        raise ConfigError(too_big)
+
+
+def value_of(config: TrainConfig, key: str) -> object:
     group, name = key.split(".")
     return getattr(getattr(config, group), name)
 
 
-def changed(config: "TrainConfig", keys: list[str]) -> list[str]:
+def changed(config: TrainConfig, keys: list[str]) -> list[str]:
     """Those of `keys` the user moved from their defaults (all that are set if none was moved)."""
     defaults = {
         f"{group.name}.{setting.name}": setting.default

@@ -11,7 +11,6 @@ from typing import Optional
 
 import torch
 from torch import Tensor
-from torch.nn.parallel import DistributedDataParallel
 
 from data import TokenData, check_fits, get_batch, prepare_tokens
 from model import TinyLM
@@ -73,28 +72,53 @@ class TrainingRun:
 
 
 def build_model(config: TrainConfig, device: torch.device) -> tuple[TinyLM, torch.optim.Optimizer]:
-    """The model (config.model.vocab_size set) on `device`, initialised from the seed, compiled if the settings say
-    so, and its optimizer."""
+    """The model (config.model.vocab_size set) on `device`, initialised from the seed, and its optimizer. The model
+    stays as it is: TrainStep.of compiles the training step's forward where trainer.compile says so."""
     check_precision(device, config.trainer.precision)
     torch.manual_seed(config.trainer.seed)  # the same initial weights on every rank
     allow_tf32()
     model = TinyLM(config.model).to(device)
-    optimizer = make_optimizer(model, config.optim)
-    if config.trainer.compile:
-        model.compile()  # compiles forward in place: state_dict keys and model.loss stay as they are
-    return model, optimizer
+    return model, make_optimizer(model, config.optim)
 
 
 def build_run(config: TrainConfig, ranks: Ranks, checkpoint: Optional[dict] = None) -> TrainingRun:
     """A run as `config` says, from the start or from `checkpoint`, on this rank's device."""
     settings, device = config.trainer, ranks.device
+    data, record = training_data(config, ranks, checkpoint)
+    config = replace(config, model=replace(config.model, vocab_size=data.tokenizer.get_vocab_size()))
+    model, optimizer = build_model(config, device)
+    batch_generator = torch.Generator().manual_seed(ranks.seed(settings.seed))  # each rank its own batches
+    scaler = grad_scaler(device, settings.precision)
+    step, best_val, loss_sum = 0, math.inf, torch.zeros(())
+    if checkpoint:
+        step, best_val, loss_sum = restore(checkpoint, model, optimizer, batch_generator, scaler, ranks)
+    log.info(model_line(config, model, ranks))
+    return TrainingRun(
+        config=config,
+        ranks=ranks,
+        data=data,
+        model=model,
+        train_step=TrainStep.of(config, model, optimizer, scaler, distributed=ranks.distributed),
+        batch_generator=batch_generator,
+        step=step,
+        best_val=best_val,
+        loss_sum=loss_sum.to(device),
+        probe=probe_windows(data.val, config.model.block_size, settings.seed + 2, device),
+        prompt=torch.tensor([data.tokenizer.encode("\n").ids], device=device),
+        trained_on=record,
+    )
+
+
+def training_data(config: TrainConfig, ranks: Ranks, checkpoint: Optional[dict]) -> tuple[TokenData, dict]:
+    """The run's tokens (rank 0 tokenizes into the cache, the others read it), checked to fill a window of each
+    split and, on resume, to be the checkpoint's own; and what the checkpoint records of them (resume.py)."""
     started = time.perf_counter()
-    with ranks.main_first():  # rank 0 tokenizes into the cache, the others read it
+    with ranks.main_first():
         data = prepare_tokens(config.data, config.tokenizer)
     check_fits({"train": data.train, "val": data.val}, config.model.block_size)
-    record = trained_on(data)
+    record = trained_on(data, config.data)
     if checkpoint:
-        check_same_data(checkpoint, data.tokenizer.to_str(), record)
+        check_same_data(checkpoint, data.tokenizer.to_str(), record, config.data)
     log.info(
         "data: %s train and %s val tokens, vocabulary %d (%s %s in %.1fs)",
         f"{len(data.train):,}",
@@ -104,51 +128,17 @@ def build_run(config: TrainConfig, ranks: Ranks, checkpoint: Optional[dict] = No
         data.path,
         time.perf_counter() - started,
     )
+    return data, record
 
-    if config.optim.warmup_steps > settings.max_steps:
-        log.warning(
-            "optim.warmup_steps=%d is longer than the run: the learning rate rises over all %d steps",
-            config.optim.warmup_steps,
-            settings.max_steps,
-        )
-    config = replace(config, model=replace(config.model, vocab_size=data.tokenizer.get_vocab_size()))
-    model, optimizer = build_model(config, device)
-    batch_generator = torch.Generator().manual_seed(ranks.seed(settings.seed))  # each rank its own batches
-    scaler = grad_scaler(device, settings.precision)
-    step, best_val, loss_sum = 0, math.inf, torch.zeros(())
-    if checkpoint:
-        step, best_val, loss_sum = restore(checkpoint, model, optimizer, batch_generator, scaler, ranks)
-        log.info("resumed from step %d", step)
-    # DistributedDataParallel averages the ranks' gradients in backward; one process trains the model itself.
-    train_step = TrainStep.of(config, DistributedDataParallel(model) if ranks.distributed else model, optimizer, scaler)
-    log.info(
-        "model: %s parameters on %s%s, threads=%d; scale=%s causal=%s d_k=%d qk_init=%s qk_norm=%s softcap=%g",
-        f"{sum(p.numel() for p in model.parameters()):,}",
-        device,
-        f" x {ranks.world_size} processes" if ranks.distributed else "",
-        torch.get_num_threads(),
-        config.model.scale,
-        config.model.causal,
-        config.model.d_k,
-        config.model.qk_init.name,
-        config.model.qk_norm,
-        config.model.softcap,
-    )
-    probe = probe_windows(data.val, config.model.block_size, settings.seed + 2, device)
-    prompt = torch.tensor([data.tokenizer.encode("\n").ids], device=device)
-    return TrainingRun(
-        config,
-        ranks,
-        data,
-        model,
-        train_step,
-        batch_generator,
-        step,
-        best_val,
-        loss_sum.to(device),
-        probe,
-        prompt,
-        record,
+
+def model_line(config: TrainConfig, model: TinyLM, ranks: Ranks) -> str:
+    """The log line that says what trains where: the size, the device and the lesson's switches."""
+    settings = config.model
+    processes = f" x {ranks.world_size} processes" if ranks.distributed else ""
+    return (
+        f"model: {sum(p.numel() for p in model.parameters()):,} parameters on {ranks.device}{processes}, "
+        f"threads={torch.get_num_threads()}; scale={settings.scale} causal={settings.causal} d_k={settings.d_k} "
+        f"qk_init={settings.qk_init.name} qk_norm={settings.qk_norm} softcap={settings.softcap:g}"
     )
 
 
@@ -173,4 +163,5 @@ def restore(
     if checkpoint.get("scaler"):  # a float16 run's loss scale; empty for others
         scaler.load_state_dict(checkpoint["scaler"])
     restore_rng_states(checkpoint["rng"][ranks.rank], batch_generator)
+    log.info("resumed from step %d", checkpoint["step"])
     return checkpoint["step"], checkpoint["best_val"], checkpoint["loss_sum"]

@@ -18,14 +18,15 @@ from typing import Optional, TextIO
 
 from omegaconf import DictConfig, OmegaConf
 
-from trainer.checkpoint import BEST, LAST, glance
+from trainer.checkpoint import BEST, KEPT, LAST, glance, is_snapshot, kept_checkpoints
 from trainer.config import ConfigError
-from trainer.resume import AUTO, resume_override, run_dir_of
+from trainer.resume import AUTO, resume_override, run_dir_of, snapshot_run
 
 LOCK = ".train.lock"
 EVENTS = "events.out.tfevents.*"
 EARLIER = "earlier-"  # trainer.start_over moves an earlier run's files into RUN/earlier-DATE_TIME
 HYDRA_LOG = "train.log"  # Hydra's job log, open for appending before the resolvers run
+BRANCH_RECORD = "branch.yaml"  # in a branch's .hydra/: where it came from (record_branch)
 
 log = logging.getLogger("tinylm")
 
@@ -92,7 +93,9 @@ def run_found(run_dir: Path) -> Optional[str]:
         if (run_dir / name).exists():
             seen = glance(run_dir / name)
             return f"a run at step {seen['step']} of {seen['max_steps']} ({name})" if seen else f"a run ({name})"
-    return "a run's TensorBoard curves (no checkpoint)" if any(run_dir.glob(EVENTS)) else None
+    if any(run_dir.glob(EVENTS)):
+        return "a run's TensorBoard curves (no checkpoint)"
+    return "a run's kept checkpoints (no last.pt)" if kept_checkpoints(run_dir) else None
 
 
 def check_fresh_start(run_dir: Path) -> None:
@@ -114,6 +117,30 @@ def check_fresh_start(run_dir: Path) -> None:
             f"hydra.run.dir, or add trainer.start_over=true to start over there (the earlier run's files are kept in "
             f"{run_dir}/{EARLIER}DATE_TIME)"
         )
+
+
+def clear_unfinished_attempt(run_dir: Path, resume: Optional[str]) -> None:
+    """trainer.resume=auto that starts fresh, for want of a checkpoint: what an attempt stopped before its first
+    checkpoint wrote, its TensorBoard events and kept snapshots, is removed (this start writes the same steps again),
+    so that TensorBoard shows every step once; one line says so. Call it under the run directory's lock, after the
+    run is built (a start that fails before it removes nothing); rank 0 alone removes."""
+    if resume != AUTO or not rank_zero():
+        return
+    events, kept = sorted(run_dir.glob(EVENTS)), kept_checkpoints(run_dir)
+    if not events and not kept:
+        return
+    for path in [*events, *kept]:
+        path.unlink()
+    if (run_dir / KEPT).is_dir() and not any((run_dir / KEPT).iterdir()):
+        (run_dir / KEPT).rmdir()
+    what = [f"{len(events)} TensorBoard events file{'s' * (len(events) != 1)}"] if events else []
+    what += [f"kept snapshots of steps {', '.join(path.stem.removeprefix('step-') for path in kept)}"] if kept else []
+    log.warning(
+        "trainer.resume=auto: %s holds no checkpoint to resume from, only what an attempt stopped before its first "
+        "checkpoint wrote (%s); removed, so that TensorBoard shows the steps of this fresh start once",
+        run_dir,
+        " and ".join(what),
+    )
 
 
 def start_over(run_dir: Path) -> None:
@@ -138,6 +165,8 @@ def resume_dir(checkpoint: Path) -> Path:
     """Where a resume from `checkpoint` writes: its directory, unless the checkpoint is older than that directory's
     last.pt (best.pt after a later last.pt): writing there would replace last.pt and purge the curves past the
     checkpoint's step, so the run branches into DIR/branch-from-step-N (-2, -3: the first that holds no run)."""
+    if is_snapshot(checkpoint):  # refused (checkpoint_to_resume), in the run's own directory, writing nothing
+        return snapshot_run(checkpoint)
     directory, last = checkpoint.parent, checkpoint.parent / LAST
     if checkpoint.name == LAST or not last.exists():
         return directory
@@ -164,6 +193,29 @@ def branch_note(checkpoint: Path, branch: Path, step: int) -> str:
     )
 
 
+def record_branch(checkpoint: Path, branch: Path, step: int) -> None:
+    """What a branch needs to say where it came from: its parent's Hydra record (.hydra/config.yaml, overrides.yaml,
+    hydra.yaml: the settings and the command line that started the run, which also name the branch in TensorBoard)
+    copied into the branch's .hydra/, beside .hydra/branch.yaml: the checkpoint it branched from, its step, the
+    parent run and its last.pt's step then. Rank 0 alone writes."""
+    if not rank_zero():
+        return
+    record = branch / ".hydra"
+    record.mkdir(parents=True, exist_ok=True)
+    for path in sorted((checkpoint.parent / ".hydra").glob("*.yaml")):
+        if not (record / path.name).exists():
+            shutil.copy2(path, record / path.name)
+    newest = glance(checkpoint.parent / LAST)
+    note = {
+        "branched_from": str(checkpoint),
+        "step": step,
+        "parent": str(checkpoint.parent),
+        "parent_last_step": newest["step"] if newest else None,
+        "when": f"{datetime.now():%Y-%m-%d %H:%M:%S}",
+    }
+    OmegaConf.save(OmegaConf.create(note), record / BRANCH_RECORD)
+
+
 def rank_zero() -> bool:
     return os.environ.get("RANK", "0") == "0"  # under torchrun, before its process group starts
 
@@ -187,6 +239,8 @@ def hydra_subdir(resume: Optional[str], run_dir: str, _root_: Optional[DictConfi
     if not rank_zero():
         return None
     directory = Path(run_dir)
+    if resume and resume != AUTO and is_snapshot(Path(resume).expanduser()):
+        return None  # a kept snapshot, which checkpoint_to_resume refuses: nothing to record
     if not resume and run_found(directory):
         if not (_root_ is not None and _root_.trainer.start_over) or holder_of(directory):
             return None

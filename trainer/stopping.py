@@ -11,11 +11,12 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from trainer.checkpoint import glance, remove_unfinished
+from trainer.checkpoint import LAST, glance, remove_unfinished
 from trainer.distributed import Ranks
 from trainer.resume import resume_override
+from trainer.startup import IMPORT_MACHINERY, SIGNALS, stop_while_starting
 
-SIGNALS = (signal.SIGINT, signal.SIGTERM)
+RETRY_SECONDS = 0.05  # a signal that came during an import is taken again this much later
 
 
 class StopNow(KeyboardInterrupt):
@@ -58,26 +59,49 @@ def handles_signals() -> bool:
     return threading.current_thread() is threading.main_thread()  # only the main thread may handle signals
 
 
+def importing(frame) -> bool:
+    """Whether the main thread, interrupted at `frame`, is inside an import: an exception raised there could leave a
+    module half initialised (imported again, it fails with "ImportError: initialization failed"), or be swallowed
+    by the module's own code, and the run go on as if no signal had come."""
+    while frame is not None:
+        if frame.f_code.co_filename in IMPORT_MACHINERY:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def take_again_later(number: int) -> None:
+    """The signal again, RETRY_SECONDS from now, from another thread: once the import is done, it stops the run."""
+    timer = threading.Timer(RETRY_SECONDS, os.kill, (os.getpid(), number))
+    timer.daemon = True
+    timer.start()
+
+
 @contextmanager
 def signals_stop_at_once() -> Iterator[None]:
     """While active, SIGINT or SIGTERM raises StopNow (Python's default SIGTERM would end the process without a
-    word or any cleanup); further ones are ignored while it unwinds. A signal ignored (nohup, a background job)
-    stays ignored. The training loop's StopSignals takes over within."""
+    word or any cleanup); further ones are ignored while it unwinds. One that comes during an import is taken again
+    once the import is done (`importing`). A signal ignored (nohup, a background job) stays ignored; the one-line
+    stop of the entry point's start (trainer/startup.py) gives way. The training loop's StopSignals takes over
+    within."""
     if not handles_signals():
         yield
         return
     received = []
 
     def handle(number: int, frame) -> None:
-        if not received:
-            received.append(number)
-            raise StopNow(signal.Signals(number))
+        if received:
+            return
+        if importing(frame):
+            take_again_later(number)
+            return
+        received.append(number)
+        raise StopNow(signal.Signals(number))
 
-    handle.stops_at_once = True  # a handler that a narrower one (a token-cache build's cleanup) may stand in for
     previous = {
         number: signal.signal(number, handle)
         for number in SIGNALS
-        if signal.getsignal(number) in (signal.SIG_DFL, signal.default_int_handler)
+        if signal.getsignal(number) in (signal.SIG_DFL, signal.default_int_handler, stop_while_starting)
     }
     try:
         yield
@@ -112,8 +136,11 @@ class StopSignals:
         if self.stopping:  # the process is already on its way out
             return
         if self.requested and number == signal.SIGINT:
+            if importing(frame):
+                take_again_later(number)
+                return
             self.stopping = True
-            raise StopNow(signal.SIGINT, self.run_dir / "last.pt" if self.run_dir else None)
+            raise StopNow(signal.SIGINT, self.run_dir / LAST if self.run_dir else None)
         self.requested = signal.Signals(number)
 
     def agreed(self, ranks: Ranks) -> Optional[signal.Signals]:
