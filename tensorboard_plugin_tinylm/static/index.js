@@ -273,10 +273,16 @@ function layerSelect(panel) {
   return select;
 }
 
-// The step selector: a slider over the checkpoints the run kept, by step (steps/step-N.pt, best.pt, last.pt). Moving
-// it redraws the whole panel at that step: the attention, the strips, the prediction.
+// The step selector: a slider over the checkpoints the run kept, one position per step (steps/step-N.pt, best.pt,
+// last.pt; files of one step hold the same weights). Moving it redraws the whole panel at that step: the attention,
+// the strips, the prediction.
 function stepSelector(panel) {
-  const steps = panel.steps;
+  const steps = [];
+  for (const entry of panel.steps) {
+    const same = steps.find((known) => known.step === entry.step);
+    if (same) same.files.push(entry.file);
+    else steps.push({ step: entry.step, files: [entry.file] });
+  }
   const row = document.createElement("div");
   row.className = "step-row";
   const slider = document.createElement("input");
@@ -285,15 +291,14 @@ function stepSelector(panel) {
   slider.min = 0;
   slider.max = steps.length - 1;
   slider.setAttribute("aria-label", "Checkpoint step");
-  const shown = panel.data && !panel.data.error ? panel.data : null;
-  let index = steps.findIndex((entry) => (panel.step === null ? shown && entry.file === shown.file : entry.step === panel.step));
-  if (index < 0) index = steps.findIndex((entry) => entry.file === panel.run.checkpoint);
-  slider.value = Math.max(index, 0);
+  const shown = panel.data && !panel.data.error ? panel.data.step : null;
+  const wanted = panel.step ?? shown ?? panel.run.step;
+  slider.value = Math.max(0, steps.findIndex((entry) => entry.step === wanted));
   slider.disabled = steps.length < 2;
   const readout = span("step-readout", "");
   const describe = () => {
     const entry = steps[Number(slider.value)];
-    readout.textContent = `step ${entry.step} · ${entry.file} · ${Number(slider.value) + 1} of ${steps.length} kept`;
+    readout.textContent = `step ${entry.step} · ${entry.files.join(", ")} · ${Number(slider.value) + 1} of ${steps.length}`;
   };
   describe();
   slider.addEventListener("input", () => {
@@ -303,8 +308,7 @@ function stepSelector(panel) {
     clearTimeout(panel.stepTimer);
     panel.stepTimer = setTimeout(() => request(panel), TYPING_PAUSE_MS);
   });
-  const label = span("step-label", "checkpoint");
-  row.append(label, slider, readout);
+  row.append(span("step-label", "checkpoint"), slider, readout);
   return row;
 }
 
@@ -462,7 +466,7 @@ function lossStrips(panel) {
   const part = document.createElement("div");
   part.className = "strips";
   part.append(
-    message("strips-caption", "Each token coloured by the loss of predicting the token after it (the last has none):"),
+    message("strips-caption", "Each token coloured by the loss of predicting the token after it (the text's last token has none):"),
   );
   for (const strip of data.strips) {
     const row = document.createElement("div");
@@ -625,7 +629,7 @@ function showStrips(element, data, i) {
 }
 
 function showPrediction(element, data, i) {
-  const temperature = typed("temperature");
+  const temperature = data.temperature ?? typed("temperature"); // what the answer was computed at
   element.querySelector("p.prediction-caption").textContent =
     `After i=${i} ${quote(data.tokens[i])}, the next token: the top five at temperature ${temperature}` +
     (data.strips.length > 1 ? ", as trained and with the mask put back" : "");
@@ -643,7 +647,7 @@ function showPrediction(element, data, i) {
       bar.style.width = `${(p * 100).toFixed(1)}px`;
       line.insertCell().append(bar);
       line.insertCell().textContent = probability(p);
-      line.cells[0].className = "label";
+      line.cells[0].className = "guess";
       line.cells[1].className = "bar-cell";
       line.cells[2].className = "p";
     }
@@ -741,7 +745,7 @@ function showGeneration(panel) {
     message(
       "gen-caption",
       `Continued by ${answer.tokens.length} tokens at step ${answer.step} (${answer.file}), temperature ` +
-        `${asked.temperature}, seed ${asked.seed}:`,
+        `${answer.temperature ?? asked.temperature}, seed ${answer.seed ?? asked.seed}:`,
     ),
   );
   const prompt = answer.prompt.length > PROMPT_SHOWN ? `…${answer.prompt.slice(-PROMPT_SHOWN)}` : answer.prompt;
