@@ -131,6 +131,17 @@ def test_the_unmasked_runs_top_prediction_as_trained_and_with_the_mask_is_the_ro
     assert panel.locator("p.prediction-caption").inner_text().startswith("After i=3 'b', the next token")
 
 
+def test_two_runs_panels_sit_side_by_side_at_1400_px_with_nothing_cut(tab):
+    _, frame, _ = tab
+    left, right = (panel.bounding_box() for panel in frame.locator(".panel").all())
+    assert left["y"] == right["y"]
+    assert left["x"] + left["width"] <= right["x"]
+    assert right["x"] + right["width"] <= frame.evaluate("document.documentElement.clientWidth")
+    for part in (".panel", ".strips", ".prediction", ".counterfactual", ".step-row"):
+        for element in frame.locator(part).all():  # nothing wider than its box: no text cut or spilling over
+            assert element.evaluate("e => e.scrollWidth <= e.clientWidth + 1"), part
+
+
 def test_pointing_at_a_token_of_a_strip_picks_that_query_everywhere_in_the_panel(tab, leak_sweep):
     _, frame, url = tab
     run = names(leak_sweep)["unmasked"]

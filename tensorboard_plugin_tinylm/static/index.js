@@ -16,6 +16,9 @@ const PANELS_AT_START = 4; // runs ticked when the tab opens
 const PROMPT_SHOWN = 60; // characters of the prompt shown before a continuation
 const GENERATE_TOKENS = 100; // the continuation's length when the tab opens
 const SEED = 1337; // sample.py's default
+const TEMPERATURE_TITLE =
+  "Divides the logits before the softmax: below 1 sharpens the shown prediction, above 1 flattens it; " +
+  "the continuation samples at it";
 
 const state = { runs: [], panels: new Map(), text: "", timer: null, lossTop: null, lossTick: null, maxGenerate: null };
 
@@ -31,7 +34,7 @@ export async function render() {
         <textarea id="text" rows="2" spellcheck="false"></textarea>
         <div class="settings">
           <label>Temperature <input id="temperature" value="1" size="5" inputmode="decimal" spellcheck="false"
-            title="Divides the logits before the softmax: below 1 sharpens the shown prediction, above 1 flattens it; the continuation samples at it"></label>
+            title="${TEMPERATURE_TITLE}"></label>
           <span class="continue">
             <button id="generate" type="button">Continue the text</button>
             by <input id="tokens" value="${GENERATE_TOKENS}" size="4" inputmode="numeric" aria-label="Tokens to write">
@@ -298,7 +301,8 @@ function stepSelector(panel) {
   const readout = span("step-readout", "");
   const describe = () => {
     const entry = steps[Number(slider.value)];
-    readout.textContent = `step ${entry.step} · ${entry.files.join(", ")} · ${Number(slider.value) + 1} of ${steps.length}`;
+    const position = `${Number(slider.value) + 1} of ${steps.length}`;
+    readout.textContent = `step ${entry.step} · ${entry.files.join(", ")} · ${position}`;
   };
   describe();
   slider.addEventListener("input", () => {
@@ -466,7 +470,10 @@ function lossStrips(panel) {
   const part = document.createElement("div");
   part.className = "strips";
   part.append(
-    message("strips-caption", "Each token coloured by the loss of predicting the token after it (the text's last token has none):"),
+    message(
+      "strips-caption",
+      "Each token coloured by the loss of predicting the token after it (the text's last token has none):",
+    ),
   );
   for (const strip of data.strips) {
     const row = document.createElement("div");
@@ -651,10 +658,11 @@ function showPrediction(element, data, i) {
       line.cells[1].className = "bar-cell";
       line.cells[2].className = "p";
     }
+    const { next, p_next: chance, loss } = prediction;
     column.querySelector("p.actual").textContent =
-      prediction.next === null
+      next === null
         ? "the text ends here: no next token to score"
-        : `next ${quote(prediction.next)}: p ${probability(prediction.p_next)} · loss ${prediction.loss.toFixed(3)} nats` +
+        : `next ${quote(next)}: p ${probability(chance)} · loss ${loss.toFixed(3)} nats` +
           (temperature === 1 ? "" : " (at temperature 1)");
   });
 }
