@@ -118,7 +118,8 @@ def distribution(logits: Tensor, temperature: float) -> Tensor:
 
 def strip(trained: Trained, reading: Reading, causal: bool | None, temperature: float, named: tuple) -> Strip:
     model, targets = trained.model, reading.targets
-    logits = next_token_logits(model, reading.ids, causal)
+    as_trained = causal is None and reading.logits is not None  # the trace's own forward gave them
+    logits = reading.logits if as_trained else next_token_logits(model, reading.ids, causal)
     losses = token_losses(logits, targets)
     probabilities = distribution(logits, temperature)
     top = probabilities.topk(min(TOP, probabilities.size(-1)), dim=-1)

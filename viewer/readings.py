@@ -2,7 +2,7 @@
 of every layer (viewer/trace.py), each query row's statistics and what they say in words. The Attention tab sends
 it as JSON and attend.py prints it, so both say the same; viewer/predictions.py adds what the model predicts."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from torch import Tensor
 
@@ -10,7 +10,7 @@ from data.errors import DataError
 from data.tokenizer import encode_known
 from trainer.diagnostics import SATURATED, entropy, future_mass, max_weight, token_labels
 from viewer.checkpoints import Trained
-from viewer.trace import LayerTrace, trace
+from viewer.trace import LayerTrace, trace_forward
 
 # A line of the embedded corpus's validation split (Macbeth, the last tenth of the plays): the text a reading starts
 # with, so the Attention tab is never blank; a model trained on it has not seen it.
@@ -27,6 +27,7 @@ class Reading:
     block_size: int
     layers: list[LayerTrace]
     following: int | None = None  # the text's next token after those read (a cut text): the last one predicts it
+    logits: Tensor | None = field(default=None, repr=False)  # (T, vocab_size), the traced forward's: as trained
 
     @property
     def targets(self) -> list[int | None]:
@@ -50,8 +51,8 @@ def read_ids(trained: Trained, ids: list[int]) -> Reading:
     block_size = trained.model.config.block_size
     kept, following = ids[:block_size], (ids[block_size] if len(ids) > block_size else None)
     with trained.lock:
-        layers = trace(trained.model, kept)
-    return Reading(kept, token_labels(trained.tokenizer, kept), len(ids), block_size, layers, following)
+        layers, logits = trace_forward(trained.model, kept)
+    return Reading(kept, token_labels(trained.tokenizer, kept), len(ids), block_size, layers, following, logits)
 
 
 def cut_note(reading: Reading) -> str:

@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 from trainer.checkpoint import BEST, LAST, kept_checkpoints
 from trainer.config import ConfigError
 from trainer.overrides import naming_overrides, read_overrides, switches_label
-from viewer.checkpoints import READ_ORDER, choose, load, look
+from viewer.checkpoints import READ_ORDER, choose, look
 from viewer.walk import find_run_dirs
 
 
@@ -86,11 +86,10 @@ def checkpoint_at(entry: RunEntry, step: int | None) -> Path:
 
 
 def switches_of(entry: RunEntry) -> str:
-    """The lesson's switches of a run nothing else names: from Hydra's record of its config, else its checkpoint."""
+    """The lesson's switches of a run nothing else names, from Hydra's record of its config ("" for a run Hydra did
+    not start: its checkpoint would have to be read, and the listing reads none)."""
     config = entry.run_dir / ".hydra" / "config.yaml"
     try:
-        if config.is_file():
-            return switches_label(OmegaConf.to_container(OmegaConf.load(config)))
-        return load(entry.checkpoint).switches if entry.checkpoint else ""
-    except Exception:  # a damaged checkpoint or YAML: a label is no reason to refuse the listing
+        return switches_label(OmegaConf.to_container(OmegaConf.load(config))) if config.is_file() else ""
+    except Exception:  # a YAML file cut short: a label is no reason to refuse the listing
         return ""

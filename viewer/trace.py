@@ -30,19 +30,25 @@ class LayerTrace:
     d_k: int  # the query and key width: the d_k of 1/sqrt(d_k)
 
 
-@torch.no_grad()
 def trace(model: TinyLM, ids: list[int]) -> list[LayerTrace]:
-    """Every layer's trace for the token ids (at most block_size of them), in layer order.
+    """Every layer's trace for the token ids (at most block_size of them), in layer order."""
+    return trace_forward(model, ids)[0]
+
+
+@torch.no_grad()
+def trace_forward(model: TinyLM, ids: list[int]) -> tuple[list[LayerTrace], Tensor]:
+    """Every layer's trace for the token ids, and the (T, vocab_size) logits of the forward it was read from.
 
     Each layer's attention input is captured by a forward pre-hook as the model runs, then its q, k, v are projected
     again and passed through `attention()`: the same equation the lesson writes, whatever kernel the model trains with.
+    The logits are the model's own forward's, as trained: the first loss strip reads them.
     """
     inputs: list[Tensor] = []
     hooks = [block.attn.register_forward_pre_hook(lambda _, args: inputs.append(args[0])) for block in model.blocks]
     was_training = model.training
     model.eval()
     try:
-        model(torch.tensor([ids], device=next(model.parameters()).device))
+        logits = model(torch.tensor([ids], device=next(model.parameters()).device))[0].float().cpu()
     finally:
         for hook in hooks:
             hook.remove()
@@ -55,4 +61,4 @@ def trace(model: TinyLM, ids: list[int]) -> list[LayerTrace]:
         raw = q @ k.T  # step 1 on its own: attention() returns the scores after scaling and the mask
         flags = layer.scale, layer.causal, layer.softcap, q.size(-1)
         traces.append(LayerTrace(raw, result.scores, result.weights, v, result.output, *flags))
-    return traces
+    return traces, logits
