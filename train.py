@@ -20,7 +20,7 @@ from omegaconf import DictConfig
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 from trainer import distributed
-from trainer.checkpoint import BEST, Checkpointer, load_checkpoint
+from trainer.checkpoint import BEST, Checkpointer, load_checkpoint, unwritable_events
 from trainer.cli import one_line_errors, run_with_one_line_errors
 from trainer.config import TrainConfig, register_schema, to_train_config
 from trainer.distributed import Ranks, pick_device
@@ -56,7 +56,12 @@ def train(
     stays)."""
     ranks = ranks or Ranks(device=pick_device(config.trainer.device))
     with RunLock(run_dir, holds=ranks.main):  # one writer per run directory
-        return training_loop(config, run_dir, checkpoint, ranks)
+        try:
+            return training_loop(config, run_dir, checkpoint, ranks)
+        except OSError as error:
+            if error.filename:  # a file tinylm opened: trainer/cli.py names it
+                raise
+            raise unwritable_events(run_dir, error) from None  # TensorBoard's writer thread names no file
 
 
 def training_loop(config: TrainConfig, run_dir: Path, checkpoint: Optional[dict], ranks: Ranks) -> dict[str, float]:

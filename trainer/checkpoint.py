@@ -68,9 +68,14 @@ class Checkpointer:
 
     def save(self, name: str = LAST) -> None:
         state = self.state()
-        if self.ranks.main:
+        if not self.ranks.main:
+            return
+        path = self.run_dir / name
+        try:
             self.before_write()
-            self.write(state, self.run_dir / name)
+        except OSError as error:  # TensorBoard's events, written first, met a full disk
+            raise unwritable_events(self.run_dir, error, path) from None
+        self.write(state, path)
 
     def evaluated(self) -> None:
         """At an evaluation: this step's snapshot joins the kept ones, and those kept_steps lets go are removed
@@ -94,11 +99,30 @@ class Checkpointer:
             save_checkpoint(state, path)
         except (OSError, RuntimeError) as error:  # a full disk also shows as torch's "unexpected pos"
             reason, full = write_failure(error, path)
-            if self.last.exists():
-                kept = f"{self.last}, the last good checkpoint, is whole" + (": free some space, then resume" * full)
-            else:
-                kept = "no checkpoint was kept" + ("; free some space, then start again" * full)
-            raise CheckpointError(f"{path}: cannot be written ({reason}); {kept}") from None
+            whole = still_whole(self.run_dir, path, full)
+            raise CheckpointError(f"{path}: cannot be written ({reason}); {whole}") from None
+
+
+def unwritable_events(run_dir: Path, error: OSError, checkpoint: Optional[Path] = None) -> CheckpointError:
+    """The one line for TensorBoard's events that cannot be written (its writer thread's OSError names no file),
+    before `checkpoint` or at any other moment, and what is still whole."""
+    reason, full = write_failure(error, run_dir / LAST)
+    before = f", so {checkpoint.name} was not written either" if checkpoint else ""
+    whole = still_whole(run_dir, checkpoint, full)
+    return CheckpointError(f"{run_dir}: the TensorBoard events cannot be written ({reason}){before}; {whole}")
+
+
+def still_whole(run_dir: Path, failed: Optional[Path], full: bool) -> str:
+    """Which checkpoint of the run is still whole when `failed` could not be written, and, for a full disk, the way
+    on."""
+    last, best = run_dir / LAST, run_dir / BEST
+    if last.exists():
+        kept = f"{last}, the last good checkpoint, is whole"
+    elif best.exists() and failed != best:
+        kept = f"{best}, the only checkpoint so far, is whole"
+    else:
+        return "no checkpoint was kept" + ("; free some space, then start again" * full)
+    return kept + (": free some space, then resume from it" * full)
 
 
 def kept_steps(kept: list[int], step: int, keep: int, eval_interval: int) -> list[int]:
