@@ -3,9 +3,9 @@ Playwright (the system browser: nothing is downloaded), and the steps a person t
 run as a script it takes the README's screenshots:
 
 python tests/attention_browser.py multirun/leak --text "To be, or not to be, that is the question:" \
-    --query 12 --out docs/attention-tab-leak.png
+    --query 17 --height 1250 --out docs/attention-tab-leak.png
 python tests/attention_browser.py multirun/leak --text "To be, or not to be, that is the question:" \
-    --query 12 --fold attention,steps --continue 80 --out docs/attention-tab-prediction.png
+    --query 32 --fold attention,steps --continue 80 --height 1150 --out docs/attention-tab-prediction.png
 """
 
 import argparse

@@ -844,7 +844,7 @@ function lossColour(loss) {
 function probability(p) {
   if (p === null) return "—";
   if (p === 0) return "0";
-  return p >= 0.001 ? p.toFixed(3) : p.toExponential(1);
+  return p >= 0.00095 ? p.toFixed(3) : p.toExponential(1); // 0.00099 reads 0.001, not 1.0e-3
 }
 
 function number(value) {
