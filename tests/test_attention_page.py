@@ -49,11 +49,15 @@ def leak_sweep(tmp_path_factory, cache_dir) -> Path:
     return sweep_dir
 
 
+PAGE_ERRORS: list[str] = []  # what the page threw, from the start of the browser session
+
+
 @pytest.fixture(scope="module")
 def tab(leak_sweep, tmp_path_factory):
     """The tab open in one browser page for all the checks below, with the server's own address."""
     with tensorboard(leak_sweep, tmp_path_factory.mktemp("tensorboard") / "tensorboard.log") as url:
         with browser_page() as page:
+            page.on("pageerror", lambda error: PAGE_ERRORS.append(f"{error.name}: {error.message}\n{error.stack}"))
             yield page, open_tab(page, url), url
 
 
@@ -249,6 +253,10 @@ def test_an_empty_text_gets_a_message_in_each_panel_and_a_panel_can_be_removed(t
     frame.locator(f'.panel[data-run="{run}"] button.close').click()
     assert frame.locator(".panel").count() == 1
     assert not frame.locator(f'.run[data-run="{run}"] input').is_checked()
+
+
+def test_the_page_threw_nothing_through_all_of_the_above(tab):
+    assert PAGE_ERRORS == []
 
 
 def served(url: str, route: str, body: dict | None = None) -> dict:
