@@ -40,6 +40,7 @@ from attention_browser import (
 # 64 characters: 64 tokens for the character-level default model, its whole context.
 TEXT = "To be, or not to be, that is the question: Whether 'tis nobler i"
 LAST = "abcdefghij"  # the last character, a different one in each of the rounds
+WAIT_MS = 120_000  # Playwright's 30 s default can pass on a loaded machine: a slow answer is measured, not an error
 WITHOUT_PLUGIN = f"""
 import sys
 from tensorboard import default, main
@@ -56,6 +57,7 @@ def time_panels(run_dir: Path) -> None:
         shutil.copytree(run_dir, scratch / f"{number}_copy", ignore=shutil.ignore_patterns("events.*"))
     try:
         with tensorboard(scratch, scratch / "tensorboard.log") as url, browser_page() as page:
+            page.set_default_timeout(WAIT_MS)
             frame = open_tab(page, url)
             wait_for_panels(frame)  # the first answers import torch and load the models: not what a person waits on
             for count in (1, 10):
@@ -87,6 +89,7 @@ def time_steps(run_dir: Path) -> None:
     scratch = one_panel(run_dir)
     try:
         with tensorboard(scratch, scratch / "tensorboard.log") as url, browser_page() as page:
+            page.set_default_timeout(WAIT_MS)
             frame = open_tab(page, url)
             type_text(frame, TEXT)
             count = int(frame.locator("input.step").get_attribute("max")) + 1
@@ -113,6 +116,7 @@ def time_generate(run_dir: Path) -> None:
     scratch = one_panel(run_dir)
     try:
         with tensorboard(scratch, scratch / "tensorboard.log") as url, browser_page() as page:
+            page.set_default_timeout(WAIT_MS)
             frame = open_tab(page, url)
             type_text(frame, TEXT)
             frame.locator("#tokens").fill("200")
