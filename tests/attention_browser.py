@@ -6,6 +6,8 @@ python tests/attention_browser.py multirun/leak --text "To be, or not to be, tha
     --query 17 --height 1250 --out docs/attention-tab-leak.png
 python tests/attention_browser.py multirun/leak --text "To be, or not to be, that is the question:" \
     --query 32 --fold attention,steps --continue 80 --height 1150 --out docs/attention-tab-prediction.png
+python tests/attention_browser.py multirun/saturation/DATE --text "To be, or not to be, that is the question:" \
+    --query 22 --height 1250 --out docs/attention-tab-saturation.png   # the d_k 1024 pair of docs/tensorboard.md
 """
 
 import argparse

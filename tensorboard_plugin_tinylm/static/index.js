@@ -500,7 +500,7 @@ function lossStrips(panel) {
       } else {
         piece.style.background = lossColour(loss);
         piece.style.color = loss / state.lossTop > 0.55 ? "#fff" : "#111";
-        piece.title = `${quote(token)} → ${quote(data.tokens[i + 1])}: loss ${loss.toFixed(3)} nats`;
+        piece.title = `${quote(token)} → ${quote(strip.predictions[i].next)}: loss ${loss.toFixed(3)} nats`;
       }
       piece.addEventListener("mousemove", () => point(panel, i));
       piece.addEventListener("click", () => pin(panel, i));
@@ -623,7 +623,7 @@ function showStrips(element, data, i) {
   element.querySelectorAll(".strip-tokens .token").forEach((piece) => {
     piece.classList.toggle("query", Number(piece.dataset.query) === i);
   });
-  const next = i + 1 < data.tokens.length ? data.tokens[i + 1] : null;
+  const next = data.strips[0].predictions[i].next; // a text cut to block_size still has one at its last position
   const parts = data.strips.map((strip) => {
     const guess = strip.predictions[i].top[0];
     const loss = strip.losses[i];
@@ -679,7 +679,8 @@ function showCounterfactual(element, data, i) {
     return;
   }
   caption.textContent =
-    `What the look gives: p(${quote(data.tokens[i + 1])} next) with query ${i}'s weights, the model run again` +
+    `What the look gives: p(${quote(data.strips[0].predictions[i].next)} next) with query ${i}'s weights, ` +
+    "the model run again" +
     (data.n_layer > 1 ? ` (layer ${data.layer})` : "");
   const kinds = [
     ["trained", "as trained"],
