@@ -78,7 +78,7 @@ function readable(run) {
 function countCharacters(max) {
   const length = document.getElementById("text").value.length;
   const count = document.querySelector(".count");
-  count.textContent = `${length.toLocaleString()} characters`;
+  count.textContent = `${length.toLocaleString()} character${length === 1 ? "" : "s"}`;
   count.classList.toggle("over", length > max);
 }
 
@@ -627,7 +627,7 @@ function showStrips(element, data, i) {
   const parts = data.strips.map((strip) => {
     const guess = strip.predictions[i].top[0];
     const loss = strip.losses[i];
-    return `${strip.name} ${loss === null ? "—" : `${loss.toFixed(3)} nats`}, predicts ${quote(guess[0])}`;
+    return `${strip.name} ${loss === null ? "" : `${loss.toFixed(3)} nats, `}predicts ${quote(guess[0])}`;
   });
   element.querySelector("p.strip-point").textContent =
     `i=${i} ${quote(data.tokens[i])} → ` +
