@@ -174,6 +174,11 @@ def loss(value: float | None) -> str:
     return "" if value is None else f"{value:.3f}"
 
 
+def chance(p: float) -> str:
+    """A probability to three decimals, a smaller one in full: 0.507, 9.6e-05."""
+    return f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
+
+
 def prediction_text(read_run: Read, temperature: float, layer: int) -> str:
     """The query's top five in each strip, the next token's probability, and the counterfactual line."""
     i, predictions = read_run.query, read_run.predictions
@@ -193,10 +198,9 @@ def prediction_text(read_run: Read, temperature: float, layer: int) -> str:
     if found is None:
         lines.append("what the look contributes needs the next token: the text has none after this query")
         return "\n".join(lines)
-    looks = ", ".join(f"{LOOKS[kind]} {getattr(found, kind):.3f}" for kind in COUNTERFACTUALS)
-    lines.append(
-        f"what the look contributes, p({upcoming!r}) at layer {layer}: as trained {found.trained:.3f}, {looks}"
-    )
+    looks = ", ".join(f"{LOOKS[kind]} {chance(getattr(found, kind))}" for kind in COUNTERFACTUALS)
+    trained = chance(found.trained)
+    lines.append(f"what the look contributes, p({upcoming!r}) at layer {layer}: as trained {trained}, {looks}")
     lines.append(found.words)
     return "\n".join(lines)
 

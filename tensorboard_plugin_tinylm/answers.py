@@ -1,10 +1,11 @@
 """What the Attention tab's routes answer, as plain JSON values: the runs under the logdir with their steps, one run's
 attention and predictions on a text at a step, and text it writes. Imported on the tab's first request; everything
-it computes is viewer/'s, the code attend.py and sample.py print from. The contract with the page (index.js) is
-/work/notes/viewer-api.md's, kept in docs/tensorboard.md."""
+it computes is viewer/'s, the code attend.py and sample.py print from; static/index.js reads these fields by name."""
 
 import math
 from pathlib import Path
+
+import torch
 
 from data.errors import DataError
 from data.tokenizer import encode_known
@@ -20,6 +21,9 @@ from viewer.runs import RunEntry, checkpoint_at, list_runs, run_entry
 DIGITS = 7  # decimals sent: far below what a person reads, and the numbers equal the reference path's to 1e-6
 MAX_GENERATE = 500  # tokens /generate writes at most: 200 take well under 2 s on a default model, 500 a few seconds
 SEED = 1337  # sample.py's default
+# The tab's forwards are small (one text, one model) and TensorBoard answers each request in a thread of its own:
+# torch's intra-op threads would only wait on each other, and on a busy machine wait far longer than they compute.
+torch.set_num_threads(1)
 
 
 class BadRequest(Exception):

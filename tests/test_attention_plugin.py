@@ -351,6 +351,7 @@ def test_attend_prints_the_steps_for_every_run_and_writes_the_heat_maps(sweep_di
 
 @pytest.mark.slow
 def test_attend_prints_the_losses_the_top_five_and_the_counterfactuals(sweep_dir, tmp_path):
+    from attend import chance
     from viewer.checkpoints import load
     from viewer.predictions import predict
     from viewer.readings import read
@@ -371,10 +372,22 @@ def test_attend_prints_the_losses_the_top_five_and_the_counterfactuals(sweep_dir
     assert f"  as trained:    {top};  p('e') {as_trained.predictions[3].p_next:.3f}, loss" in out
     assert "query i=3 'b': its five likeliest next tokens at temperature 0.5 (the text's next token is 'e')" in out
     found = predictions.counterfactuals[3]
+    looks = [chance(p) for p in (found.trained, found.masked, found.uniform, found.silent)]
     assert (
-        f"what the look contributes, p('e') at layer 0: as trained {found.trained:.3f}, future masked "
-        f"{found.masked:.3f}, uniform {found.uniform:.3f}, no look {found.silent:.3f}\n{found.words}\n" in out
+        f"what the look contributes, p('e') at layer 0: as trained {looks[0]}, future masked {looks[1]}, uniform "
+        f"{looks[2]}, no look {looks[3]}\n{found.words}\n" in out
     )
+
+
+@pytest.mark.slow
+def test_attend_reads_the_whole_last_beside_a_damaged_best_and_names_both(sweep_dir, tmp_path):
+    run_dir = sweep_dir / DAMAGED_BEST
+    result = attend(f"ckpt={run_dir}", f"out={tmp_path / 'a.png'}")
+    assert result.returncode == 0, result.stderr
+    note = next(line for line in result.stdout.splitlines() if ": damaged (" in line)
+    assert note.startswith(f"{run_dir / 'best.pt'}: damaged (")
+    assert note.endswith(f"does not match its checksum); reading {run_dir / 'last.pt'} (step 10)")
+    assert "\nlast.pt, step 10, layer 0;" in result.stdout and (tmp_path / "a.png").exists()
 
 
 @pytest.mark.slow

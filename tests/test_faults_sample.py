@@ -1,6 +1,7 @@
 """sample.py on what a user's machine throws at it: sizes it cannot hold, a damaged checkpoint, stdout that closes
 or fills. Each ends in one line (or, for a reader that stops early, quietly), never a traceback."""
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -116,3 +117,30 @@ def test_an_absent_device_is_refused_under_the_name_sample_py_takes_it_by():
 
     with pytest.raises(ConfigError, match=r"^device=cuda: not available"):
         pick_device("cuda", "device")
+
+
+def test_a_damaged_last_beside_a_whole_best_is_named_and_the_best_sampled(checkpoint, tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    shutil.copy(checkpoint.with_name("best.pt"), run_dir / "best.pt")
+    damaged_copy(checkpoint, run_dir / "last.pt")
+    result = run_sample(f"ckpt={run_dir}", "max_new_tokens=5")
+    assert result.returncode == 0, result.stderr
+    [line] = result.stderr.splitlines()  # the samples alone on stdout
+    assert line.startswith(f"{run_dir / 'last.pt'}: damaged (")
+    assert line.endswith(f"does not match its checksum); reading {run_dir / 'best.pt'} (step 2)")
+    assert result.stdout.startswith("\n") and len(result.stdout) > 2  # the default prompt, then 5 tokens
+
+
+def test_a_run_with_no_whole_checkpoint_ends_in_one_line_naming_each(checkpoint, tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    damaged_copy(checkpoint, run_dir / "last.pt")
+    (run_dir / "best.pt").write_bytes(b"cut short")
+    result = run_sample(f"ckpt={run_dir}", "max_new_tokens=5")
+    assert (result.returncode, result.stdout) == (1, "")
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"error: ckpt={run_dir}: {run_dir / 'last.pt'}: damaged (")
+    assert line.endswith(
+        f"; {run_dir / 'best.pt'}: not a tinylm checkpoint (not a complete file written by torch.save)"
+    )
