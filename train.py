@@ -77,8 +77,7 @@ def training_loop(config: TrainConfig, run_dir: Path, checkpoint: Optional[dict]
             run_dir, ranks, run.state, recorder.flush, keep=settings.keep_checkpoints, every=settings.eval_interval
         )
         if not checkpoint:
-            losses = evaluate(run, recorder)
-            checkpointer.evaluated()
+            losses = evaluate(run, recorder, checkpointer)
         for step in schedule.steps(run.step):
             lr = learning_rate(step, optim, schedule.max_steps)
             x, y = run.batch()
@@ -96,11 +95,10 @@ def training_loop(config: TrainConfig, run_dir: Path, checkpoint: Optional[dict]
                 recorder.training(step, lr, schedule.window(step), run.loss_sum.item())
                 run.loss_sum.zero_()
             if schedule.evaluates(step):
-                losses = evaluate(run, recorder)
+                losses = evaluate(run, recorder, checkpointer)
                 if losses["val"] < run.best_val:
                     run.best_val = losses["val"]
                     checkpointer.save(BEST)
-                checkpointer.evaluated()  # a kept snapshot, RUN/steps/step-N.pt, if kept_steps keeps this step
             if schedule.saves(step) or received:
                 checkpointer.save()
             if received and not schedule.is_last(step):
@@ -111,8 +109,9 @@ def training_loop(config: TrainConfig, run_dir: Path, checkpoint: Optional[dict]
     return losses
 
 
-def evaluate(run: TrainingRun, recorder: Recorder | NullRecorder) -> dict[str, float]:
-    """Both splits' losses, averaged over the ranks, recorded with what the attention does; the clock stops."""
+def evaluate(run: TrainingRun, recorder: Recorder | NullRecorder, checkpointer: Checkpointer) -> dict[str, float]:
+    """Both splits' losses, averaged over the ranks, recorded with what the attention does, and the step's weights
+    kept (RUN/steps/step-N.pt) where kept_steps says so; the throughput clock stops meanwhile."""
     settings, ranks = run.config.trainer, run.ranks
     with recorder.evaluating():
         splits = {"train": run.data.train, "val": run.data.val}
@@ -122,6 +121,7 @@ def evaluate(run: TrainingRun, recorder: Recorder | NullRecorder) -> dict[str, f
         )
         losses = ranks.mean(losses)
         recorder.evaluation(run.step, losses)
+        checkpointer.evaluated()
     return losses
 
 

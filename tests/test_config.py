@@ -80,6 +80,8 @@ def test_key_added_with_plus_is_rejected_too(override):
         (["model.vocab_size=100"], "model.vocab_size=100: comes from the tokenizer"),
         (["tokenizer=bpe", "tokenizer.vocab_size=200"], "tokenizer.vocab_size=200: must be at least 256"),
         (["tokenizer.vocab_size=500"], "tokenizer.vocab_size=500: applies to tokenizer=bpe only"),
+        (["trainer.keep_checkpoints=-1"], "trainer.keep_checkpoints=-1: must not be negative"),
+        (["trainer.keep_checkpoints=101"], "trainer.keep_checkpoints=101: must be at most 100: each is a copy of"),
         (
             ["model.d_v=0", "trainer.batch_size=0"],
             "model.d_v=0: must be positive; trainer.batch_size=0: must be positive",

@@ -5,9 +5,10 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
 
 from conftest import compose_config
-from trainer.checkpoint import CheckpointError
+from trainer.checkpoint import SNAPSHOT_FORMAT, CheckpointError
 from trainer.config import ConfigError, plain_config, to_train_config
 from trainer.resume import checkpoint_to_resume, resume_override, resumed_config
 from trainer.run_dir import RunDirInUse, RunLock, hydra_subdir, run_dir
@@ -87,3 +88,13 @@ def test_a_resume_refuses_other_changed_settings_naming_them():
 def test_a_resume_must_leave_steps_to_train():
     with pytest.raises(ConfigError, match=r"^trainer.max_steps=60: the run being resumed is at step 60 already"):
         resume_with("trainer.resume=x")
+
+
+def test_a_kept_snapshot_named_to_resume_writes_in_its_run_and_records_nothing_before_it_is_refused(tmp_path):
+    snapshot = tmp_path / "steps" / "step-5.pt"
+    snapshot.parent.mkdir()
+    torch.save({"format": SNAPSHOT_FORMAT, "step": 5, "config": {"trainer": {"max_steps": 60}}}, snapshot)
+    assert run_dir(str(snapshot), "outputs/day/time") == str(tmp_path)  # not RUN/steps
+    assert hydra_subdir(str(snapshot), str(tmp_path)) is None
+    with pytest.raises(CheckpointError, match=rf"a kept snapshot, .*; {tmp_path} holds no last.pt to resume from$"):
+        checkpoint_to_resume(str(snapshot), tmp_path)

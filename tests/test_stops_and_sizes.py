@@ -16,7 +16,7 @@ import trainer.run
 from conftest import ROOT, SHORT, compose_config, default_sigint
 from trainer.cli import run_with_one_line_errors
 from trainer.config import to_train_config
-from trainer.memory import human, machine_memory
+from trainer.memory import check_memory, human, machine_memory
 
 
 def train_py_where(patch: str) -> list[str]:
@@ -156,7 +156,7 @@ def test_sizes_beyond_the_machine_are_refused_in_one_line_naming_them(overrides,
     [[], ["+experiment=saturation", "model.d_k=1024", "hydra.mode=RUN"], ["tokenizer=bpe"], ["model.fused=false"]],
 )
 def test_the_default_run_and_the_presets_pass_the_estimate(overrides):
-    to_train_config(compose_config(*overrides))  # raises ConfigError if refused
+    check_memory(to_train_config(compose_config(*overrides)))  # raises ConfigError if refused
 
 
 # How torch on a CPU, numpy and CUDA say it, after the estimate let a run through (a machine busy with other work,

@@ -1,0 +1,284 @@
+"""Never lose a run, part 4 (issue 26), the trainer's points, through the commands a user types: a grown text named
+on resume, trainer.compile on a CPU, a stop at any moment of the start, a resume=auto that finds only an attempt's
+curves, a branch that says where it came from, and a disk that fills during a save. Each ends in one line (or the
+right behaviour), a non-zero exit where it failed, no traceback, and nothing lost."""
+
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from conftest import ROOT, SHORT, curve, default_sigint, events, short_run
+from data import DataConfig, DataError
+from data.sources import Source
+from trainer.checkpoint import load_checkpoint
+from trainer.resume import check_same_data
+from trainer.step import COMPILE_ON_CPU
+
+TEXT = "".join(f"line {i}: to be, or not to be, that is the question\n" for i in range(400))
+SMALL = [*SHORT, "trainer.max_steps=20", "trainer.eval_interval=10", "trainer.ckpt_interval=20"]
+
+
+def train(*overrides: str, cache_dir: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "train.py", *overrides, f"data.cache_dir={cache_dir}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+
+
+def error_line(result: subprocess.CompletedProcess) -> str:
+    assert result.returncode == 1, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    return result.stderr.strip()
+
+
+def files(directory: Path) -> dict[str, bytes]:
+    """Every file below `directory` and its bytes, but the log a refused command appends to and the lock it took."""
+    return {
+        str(path.relative_to(directory)): path.read_bytes()
+        for path in directory.rglob("*")
+        if path.is_file() and path.name not in ("train.log", ".train.lock")
+    }
+
+
+def started(code: str, *arguments: str) -> subprocess.Popen:
+    """`python train.py ARGUMENTS` as a user starts it, with `code` run first (before torch is imported)."""
+    run_train_py = 'sys.argv = ["train.py", *sys.argv[1:]]; runpy.run_path("train.py", run_name="__main__")'
+    return subprocess.Popen(
+        [sys.executable, "-u", "-c", f"import runpy, sys, time\n{code}\n{run_train_py}", *arguments],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint,
+    )  # fmt: skip
+
+
+def wait_for(run: subprocess.Popen, text: str) -> None:
+    for line in run.stdout:
+        if text in line:
+            return
+    raise AssertionError(f"the run ended before printing {text!r}: {run.stderr.read()}")
+
+
+# Point 4 ------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_grown_text_is_refused_on_resume_naming_the_file_its_size_then_and_now_and_the_ways_on(tmp_path, cache_dir):
+    text, run_dir = tmp_path / "notes.txt", tmp_path / "run"
+    text.write_text(TEXT)
+    trained = train(*SMALL, "data=text", f"data.path={text}", f"hydra.run.dir={run_dir}", cache_dir=cache_dir)
+    assert trained.returncode == 0, trained.stderr
+    text.write_text(TEXT + TEXT[:2000])  # the same characters: the tokenizer stays, the train/val cut moves
+    before = files(run_dir)
+    grown = train(f"trainer.resume={run_dir}", "trainer.max_steps=30", cache_dir=cache_dir)
+    assert error_line(grown) == (
+        f"error: trainer.resume: the training text changed since the checkpoint was written (data.path={text}: was "
+        f"{len(TEXT):,} bytes, is {len(TEXT) + 2000:,} now), so the run would not go on as it began; resume with the "
+        f"text and tokenizer it was trained on (put the text back as it was), or start a new run on the text as it is "
+        f"now (python train.py data=text data.path={text})"
+    )
+    assert {name: data for name, data in files(run_dir).items() if "resume-" not in name} == before
+    text.write_text(TEXT)  # put back as it was: the run goes on
+    resumed = train(f"trainer.resume={run_dir}", "trainer.max_steps=30", cache_dir=cache_dir)
+    assert resumed.returncode == 0, resumed.stderr
+    assert load_checkpoint(run_dir / "last.pt")["step"] == 30
+
+
+def test_a_checkpoint_from_before_the_files_record_still_resumes_and_its_refusal_names_the_setting(tmp_path):
+    settings = DataConfig(source=Source.text, path=str(tmp_path / "notes.txt"))
+    then = {"text": {"text": ["a"]}, "tokens": {"train.npy": {"bytes": 1, "crc32": 2}}}  # no "files": older
+    now = {"text": {"text": ["b"]}, "tokens": {"train.npy": {"bytes": 3, "crc32": 4}}, "files": [[settings.path, 9]]}
+    check_same_data({"tokenizer": "T", "data": then}, "T", then | {"files": [[settings.path, 9]]}, settings)
+    with pytest.raises(DataError, match=r"\(data.path=.*notes.txt; this checkpoint predates the record of its files"):
+        check_same_data({"tokenizer": "T", "data": then}, "T", now, settings)
+
+
+# Point 5 ------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_compile_on_a_cpu_says_so_in_one_line_before_compiling_and_the_evaluations_never_recompile(
+    tmp_path, cache_dir, caplog
+):
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    caplog.set_level(logging.INFO, logger="tinylm")
+    tiny = ["model.d_model=16", "model.d_k=16", "model.d_v=16", "model.block_size=8", "trainer.batch_size=4"]
+    # Unmasked: val/loss_causal forces the mask; 12 sample tokens run through every context length up to 8 and on.
+    short_run(
+        tmp_path / "run", cache_dir, *tiny, "model.causal=false", "trainer.compile=true", "trainer.device=cpu",
+        "trainer.max_steps=6", "trainer.eval_interval=3", "trainer.sample_tokens=12",
+    )  # fmt: skip
+    said = [record.getMessage() for record in caplog.records]
+    assert said.count(COMPILE_ON_CPU) == 1
+    assert said.index(COMPILE_ON_CPU) < next(i for i, line in enumerate(said) if line.startswith("step 0:"))
+    # The training step's forward alone: evaluation (no_grad, the forced mask), the diagnostics' capture and the
+    # sampling run the model eager.
+    assert counters["stats"]["unique_graphs"] == 1
+
+
+# Point 6 ------------------------------------------------------------------------------------------------------------
+
+# Announces the import of `name`, then takes `seconds` over it (inside the import machinery, as a slow disk would).
+SLOW_IMPORT = """
+import importlib.machinery
+class SlowImport:
+    def find_spec(self, name, path, target=None):
+        if name != {name!r}:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        loader = spec.loader
+        class Slow:
+            def create_module(self, spec):
+                return loader.create_module(spec)
+            def exec_module(self, module):
+                print("importing", name, flush=True)
+                time.sleep({seconds})
+                loader.exec_module(module)
+                print("imported", name, flush=True)
+        spec.loader = Slow()
+        return spec
+sys.meta_path.insert(0, SlowImport())
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("received", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_while_torch_is_imported_ends_in_one_line_with_128_plus_the_signal(received, tmp_path):
+    run = started(SLOW_IMPORT.format(name="torch", seconds=3), f"hydra.run.dir={tmp_path / 'run'}")
+    wait_for(run, "importing torch")
+    run.send_signal(received)
+    assert run.wait(timeout=30) == 128 + received
+    assert run.stderr.read().strip() == f"stopped by {received.name} while train.py was starting or ending, when " + (
+        "nothing is written"
+    )
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+def test_a_stop_during_an_import_later_on_waits_for_the_import_to_finish_then_ends_in_one_line(tmp_path, cache_dir):
+    # The first AdamW imports torch._dynamo, while the run is built: an exception raised inside that import once
+    # left it half done, and the run crashed at its first checkpoint ("ImportError: initialization failed").
+    run = started(
+        SLOW_IMPORT.format(name="torch._dynamo", seconds=2), *SHORT, f"data.cache_dir={cache_dir}",
+        f"hydra.run.dir={tmp_path / 'run'}",
+    )  # fmt: skip
+    wait_for(run, "importing torch._dynamo")
+    run.send_signal(signal.SIGINT)
+    assert run.wait(timeout=30) == 128 + signal.SIGINT
+    assert "imported torch._dynamo" in run.stdout.read()  # the import went to its end before the stop
+    assert run.stderr.read().strip() == (
+        "stopped by SIGINT outside the training loop, where no checkpoint is written: any checkpoint already in the "
+        "run directory is whole"
+    )
+
+
+# Each training step takes a tenth of a second longer: a kill lands between step 0's evaluation and step 30's.
+SLOW_STEPS = """
+import trainer.step
+step = trainer.step.TrainStep.__call__
+def slow_step(*args, **kwargs):
+    time.sleep(0.1)
+    return step(*args, **kwargs)
+trainer.step.TrainStep.__call__ = slow_step
+"""
+
+
+@pytest.mark.slow
+def test_resume_auto_after_a_kill_before_the_first_checkpoint_starts_afresh_without_the_first_attempts_curves(
+    tmp_path, cache_dir
+):
+    run_dir = tmp_path / "run"
+    command = [*SHORT, "trainer.ckpt_interval=60", f"data.cache_dir={cache_dir}", f"hydra.run.dir={run_dir}"]
+    first = started(SLOW_STEPS, *command, "trainer.resume=auto")
+    wait_for(first, "step 0:")
+    while not (run_dir / "steps" / "step-0.pt").exists():
+        pass
+    first.send_signal(signal.SIGKILL)  # before step 30 writes best.pt: no checkpoint at all
+    first.wait(timeout=30)
+    assert not list(run_dir.glob("*.pt")) and len(list(run_dir.glob("events.out.tfevents.*"))) == 1
+    again = train(*command, "trainer.resume=auto", cache_dir=cache_dir)
+    assert again.returncode == 0, again.stderr
+    assert (
+        f"trainer.resume=auto: {run_dir} holds no checkpoint to resume from, only what an attempt stopped before its "
+        "first checkpoint wrote (1 TensorBoard events file and kept snapshots of steps 0); removed, so that "
+        "TensorBoard shows the steps of this fresh start once"
+    ) in again.stdout
+    assert len(list(run_dir.glob("events.out.tfevents.*"))) == 1
+    for tag in ("val/loss", "train/loss"):
+        steps = [step for step, _ in curve(events(run_dir), tag)]
+        assert steps == sorted(set(steps)) and steps[-1] == 60, tag  # every step once
+    assert load_checkpoint(run_dir / "last.pt")["step"] == 60
+
+
+def test_resume_auto_takes_best_pt_when_a_stopped_attempt_wrote_no_last_pt(tmp_path):
+    from trainer.resume import checkpoint_to_resume
+
+    (tmp_path / "best.pt").write_bytes(b"")
+    assert checkpoint_to_resume("auto", tmp_path) == tmp_path / "best.pt"
+    (tmp_path / "last.pt").write_bytes(b"")
+    assert checkpoint_to_resume("auto", tmp_path) == tmp_path / "last.pt"
+
+
+@pytest.mark.slow
+def test_a_branch_directory_holds_its_parents_record_and_says_where_it_came_from(tmp_path, cache_dir):
+    run_dir = tmp_path / "run"
+    first = train(*SMALL, "model.d_k=32", f"hydra.run.dir={run_dir}", cache_dir=cache_dir)
+    assert first.returncode == 0, first.stderr
+    at_20 = (run_dir / "last.pt").read_bytes()
+    assert train(f"trainer.resume={run_dir}", "trainer.max_steps=30", cache_dir=cache_dir).returncode == 0
+    (run_dir / "best.pt").write_bytes(at_20)  # best.pt at step 20, last.pt at 30
+    branched = train(f"trainer.resume={run_dir}/best.pt", "trainer.max_steps=40", cache_dir=cache_dir)
+    assert branched.returncode == 0, branched.stderr
+    branch = run_dir / "branch-from-step-20"
+    for name in ("config.yaml", "overrides.yaml", "hydra.yaml"):
+        assert (branch / ".hydra" / name).read_bytes() == (run_dir / ".hydra" / name).read_bytes(), name
+    record = OmegaConf.load(branch / ".hydra" / "branch.yaml")
+    assert (record.branched_from, record.step, record.parent, record.parent_last_step) == (
+        str(run_dir / "best.pt"), 20, str(run_dir), 30,
+    )  # fmt: skip
+    assert "model.d_k=32" in OmegaConf.load(branch / ".hydra" / "overrides.yaml")  # TensorBoard names it so
+    assert "this run branches into" in (branch / "train.log").read_text()
+
+
+# Point 7 ------------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def small_disk(tmp_path) -> Path:
+    """A file system of 8 MB of its own (a tmpfs), that the test fills up."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(disk)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"no tmpfs can be mounted here ({mounted.stderr.decode().strip()[:80]})")
+    yield disk
+    subprocess.run(["umount", "-l", str(disk)], check=True)
+
+
+@pytest.mark.slow
+def test_a_disk_that_fills_during_a_save_is_named_and_the_run_resumes_once_there_is_room(small_disk, cache_dir):
+    run_dir = small_disk / "run"
+    first = train(*SMALL, "trainer.keep_checkpoints=2", f"hydra.run.dir={run_dir}", cache_dir=cache_dir)
+    assert first.returncode == 0, first.stderr
+    room = shutil.disk_usage(small_disk).free - 500_000  # room for the curves, not for the next best.pt
+    (small_disk / "filler").write_bytes(b"\0" * room)
+    full = train(f"trainer.resume={run_dir}", "trainer.max_steps=40", cache_dir=cache_dir)
+    line = error_line(full)
+    assert line.startswith(f"error: {run_dir}/best.pt: cannot be written (No space left on device; the disk holding ")
+    whole = f"{run_dir}/last.pt, the last good checkpoint, is whole: free some space, then resume from it"
+    assert line.endswith(f" free); {whole}")
+    assert "inline_container" not in line and "unexpected pos" not in line
+    assert load_checkpoint(run_dir / "last.pt")["step"] == 20  # whole, every record's CRC checked
+    assert not [path for path in small_disk.rglob("*") if path.name.endswith(".tmp")]
+    os.unlink(small_disk / "filler")
+    resumed = train(f"trainer.resume={run_dir}", "trainer.max_steps=40", cache_dir=cache_dir)
+    assert resumed.returncode == 0, resumed.stderr
+    assert load_checkpoint(run_dir / "last.pt")["step"] == 40
