@@ -3,7 +3,11 @@ Playwright (the system browser: nothing is downloaded), and the steps a person t
 run as a script it takes the README's screenshots:
 
 python tests/attention_browser.py multirun/leak --text "To be, or not to be, that is the question:" \
-    --query 12 --out docs/attention-tab-leak.png
+    --query 17 --height 1250 --out docs/attention-tab-leak.png
+python tests/attention_browser.py multirun/leak --text "To be, or not to be, that is the question:" \
+    --query 32 --fold attention,steps --continue 80 --height 1150 --out docs/attention-tab-prediction.png
+python tests/attention_browser.py multirun/saturation/DATE --text "To be, or not to be, that is the question:" \
+    --query 22 --height 1250 --out docs/attention-tab-saturation.png   # the d_k 1024 pair of docs/tensorboard.md
 """
 
 import argparse
@@ -88,21 +92,58 @@ def type_text(frame, text: str) -> None:
     wait_for_panels(frame)
 
 
-# Every panel open shows the text in the box: each has answered the latest request.
+# Every panel open shows the text in the box: each has answered the latest request (a panel is marked loading from
+# the keystroke, or the step selector's move, until the answer to the latest request is drawn).
 SHOWN = """() => {
   const panels = [...document.querySelectorAll(".panel")];
   const text = document.getElementById("text").value;
   return panels.length > 0 && panels.every((p) => !p.classList.contains("loading") && p.dataset.text === text);
 }"""
+WRITTEN = """() => [...document.querySelectorAll(".panel")].every((p) => p.dataset.generated === "yes")"""
 
 
 def wait_for_panels(frame) -> None:
     frame.wait_for_function(SHOWN, polling="raf")
 
 
+def panel_of(frame, run: str):
+    return frame.locator(f'.panel[data-run="{run}"]')
+
+
+def set_temperature(frame, value: str) -> None:
+    """Type `value` into the temperature box, as a person does, and wait for every panel to answer it."""
+    frame.locator("#temperature").fill(value)
+    wait_for_panels(frame)
+
+
+def move_step(frame, run: str, index: int) -> None:
+    """Move `run`'s step selector to its `index`-th kept checkpoint and wait for the panel to show that step."""
+    panel_of(frame, run).locator("input.step").fill(str(index))
+    wait_for_panels(frame)
+
+
+def continue_text(frame, tokens: int) -> None:
+    """Ask every panel's run to write `tokens` tokens after the text, and wait for each to show its answer."""
+    frame.locator("#tokens").fill(str(tokens))
+    frame.locator("#generate").click()
+    frame.wait_for_function(WRITTEN, polling="raf")
+
+
+def fold(frame, part: str) -> None:
+    """Fold a part of every panel ("attention": the heat map and the row's words; "steps": the lesson's table)."""
+    unfolded = frame.locator(f".panel details.{part}[open] > summary")
+    while unfolded.count():
+        unfolded.first.click()
+
+
+def point_at_token(frame, run: str, tag: str, i: int) -> None:
+    """Move the pointer over token i of `run`'s loss strip named by its curve's tag (val/loss, val/loss_causal)."""
+    panel_of(frame, run).locator(f'.strip[data-tag="{tag}"] .token[data-query="{i}"]').hover()
+
+
 def point_at(frame, run: str, i: int, j: int) -> None:
     """Move the pointer over the heat map cell (query i, key j) of `run`'s panel."""
-    canvas = frame.locator(f'.panel[data-run="{run}"] canvas.heatmap')
+    canvas = panel_of(frame, run).locator("canvas.heatmap")
     data = canvas.evaluate("c => ({...c.dataset})")
     left, top, cell = (float(data[key]) for key in ("left", "top", "cell"))
     canvas.hover(position={"x": left + (j + 0.5) * cell, "y": top + (i + 0.5) * cell})
@@ -110,7 +151,7 @@ def point_at(frame, run: str, i: int, j: int) -> None:
 
 def click_query(frame, run: str, i: int) -> None:
     point_at(frame, run, i, 0)
-    canvas = frame.locator(f'.panel[data-run="{run}"] canvas.heatmap')
+    canvas = panel_of(frame, run).locator("canvas.heatmap")
     data = canvas.evaluate("c => ({...c.dataset})")
     canvas.click(position={"x": float(data["left"]) + 0.5 * float(data["cell"]),
                            "y": float(data["top"]) + (i + 0.5) * float(data["cell"])})  # fmt: skip
@@ -121,6 +162,11 @@ def main() -> None:
     parser.add_argument("logdir", type=Path)
     parser.add_argument("--text", required=True)
     parser.add_argument("--query", type=int, help="the query row each panel keeps (default: the last token)")
+    parser.add_argument("--temperature", help="the temperature typed into its box (default: the tab's, 1)")
+    parser.add_argument("--continue", type=int, dest="tokens", help="each run writes this many tokens after the text")
+    parser.add_argument(
+        "--fold", default="", help="parts of every panel folded away: attention, steps (comma-separated)"
+    )
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--height", type=int, default=1100)
     args = parser.parse_args()
@@ -128,9 +174,16 @@ def main() -> None:
     with tensorboard(args.logdir.resolve(), log_path) as url, browser_page(args.height) as page:
         frame = open_tab(page, url)
         type_text(frame, args.text)
+        if args.temperature is not None:
+            set_temperature(frame, args.temperature)
         if args.query is not None:
             for run in frame.locator(".panel").evaluate_all("panels => panels.map(p => p.dataset.run)"):
                 click_query(frame, run, args.query)
+        if args.tokens is not None:
+            continue_text(frame, args.tokens)
+        for part in filter(None, args.fold.split(",")):
+            fold(frame, part)
+        frame.evaluate("window.scrollTo(0, 0)")  # clicks may have scrolled the tab's frame
         page.mouse.move(0, 0)
         page.screenshot(path=str(args.out), full_page=True)
     print(f"wrote {args.out}")

@@ -6,11 +6,25 @@ import os
 import re
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
-from attention_browser import CHROMIUM, browser_page, open_tab, point_at, tensorboard, type_text, wait_for_panels
+from attention_browser import (
+    CHROMIUM,
+    browser_page,
+    continue_text,
+    move_step,
+    open_tab,
+    panel_of,
+    point_at,
+    point_at_token,
+    set_temperature,
+    tensorboard,
+    type_text,
+    wait_for_panels,
+)
 
 from conftest import ROOT
 
@@ -35,11 +49,15 @@ def leak_sweep(tmp_path_factory, cache_dir) -> Path:
     return sweep_dir
 
 
+PAGE_ERRORS: list[str] = []  # what the page threw, from the start of the browser session
+
+
 @pytest.fixture(scope="module")
 def tab(leak_sweep, tmp_path_factory):
     """The tab open in one browser page for all the checks below, with the server's own address."""
     with tensorboard(leak_sweep, tmp_path_factory.mktemp("tensorboard") / "tensorboard.log") as url:
         with browser_page() as page:
+            page.on("pageerror", lambda error: PAGE_ERRORS.append(f"{error.name}: {error.message}\n{error.stack}"))
             yield page, open_tab(page, url), url
 
 
@@ -95,6 +113,134 @@ def test_the_masked_run_lists_only_the_keys_up_to_the_query(tab, leak_sweep):
     assert panel.locator(".future").count() == 0
 
 
+def test_the_unmasked_runs_top_prediction_as_trained_and_with_the_mask_is_the_routes(tab, leak_sweep):
+    _, frame, url = tab
+    run = names(leak_sweep)["unmasked"]
+    point_at(frame, run, 3, 5)
+    panel = panel_of(frame, run)
+    served = served_attention(url, run)
+    assert [strip["tag"] for strip in served["strips"]] == ["val/loss", "val/loss_causal"]
+    for strip in served["strips"]:
+        column = panel.locator(f'.prediction .setting[data-tag="{strip["tag"]}"]')
+        assert column.locator(".setting-name").inner_text() == strip["name"]
+        rows = column.locator("tr.choice")
+        assert rows.count() == 5
+        label, p = strip["predictions"][3]["top"][0]
+        assert rows.first.locator("td.guess").inner_text() == label
+        assert float(rows.first.locator("td.p").inner_text()) == pytest.approx(p, abs=5e-4)
+        p_next, loss = strip["predictions"][3]["p_next"], strip["predictions"][3]["loss"]
+        actual = re.fullmatch(r"next 'e': p (\S+) · loss (\S+) nats", column.locator("p.actual").inner_text())
+        assert float(actual[1]) == pytest.approx(p_next, abs=5e-4, rel=0.06)  # 3 decimals, or 2 digits below 0.001
+        assert float(actual[2]) == pytest.approx(loss, abs=5e-4)
+    assert panel.locator("p.prediction-caption").inner_text().startswith("After i=3 'b', the next token")
+
+
+def test_two_runs_panels_sit_side_by_side_at_1400_px_with_nothing_cut(tab):
+    _, frame, _ = tab
+    left, right = (panel.bounding_box() for panel in frame.locator(".panel").all())
+    assert left["y"] == right["y"]
+    assert left["x"] + left["width"] <= right["x"]
+    assert right["x"] + right["width"] <= frame.evaluate("document.documentElement.clientWidth")
+    for part in (".panel", ".strips", ".prediction", ".counterfactual", ".step-row"):
+        for element in frame.locator(part).all():  # nothing wider than its box: no text cut or spilling over
+            assert element.evaluate("e => e.scrollWidth <= e.clientWidth + 1"), part
+
+
+def test_pointing_at_a_token_of_a_strip_picks_that_query_everywhere_in_the_panel(tab, leak_sweep):
+    _, frame, url = tab
+    run = names(leak_sweep)["unmasked"]
+    point_at_token(frame, run, "val/loss_causal", 7)
+    panel = panel_of(frame, run)
+    served = served_attention(url, run)
+    assert panel.locator(".strip-tokens .token.query").all_inner_texts() == ["o", "o"]  # both strips
+    assert panel.locator(".over-text .token.query").inner_text() == "o"
+    assert panel.locator("p.stats").inner_text().startswith("row i=7:")
+    assert panel.locator("p.prediction-caption").inner_text().startswith("After i=7 'o'")
+    losses = [strip["losses"][7] for strip in served["strips"]]
+    assert (
+        panel.locator("p.strip-point")
+        .inner_text()
+        .startswith(f"i=7 'o' → 'r': as trained {losses[0]:.3f} nats, predicts")
+    )
+    look = served["counterfactuals"][7]
+    for kind in ("trained", "masked", "uniform", "silent"):
+        shown = panel.locator(f'.cf[data-kind="{kind}"] .cf-p').inner_text()
+        assert float(shown) == pytest.approx(look[kind], abs=5e-4, rel=0.06)  # 3 decimals, or 2 digits below 0.001
+    assert panel.locator("p.cf-words").inner_text() == look["words"]
+
+
+def test_each_strips_mean_is_the_routes_and_named_after_its_curve(tab, leak_sweep):
+    _, frame, url = tab
+    for key in ("masked", "unmasked"):
+        run = names(leak_sweep)[key]
+        strips = served_attention(url, run)["strips"]
+        shown = panel_of(frame, run).locator(".strip")
+        assert shown.count() == len(strips) == (1 if key == "masked" else 2)
+        for row, strip in zip(shown.all(), strips):
+            assert row.locator(".strip-tag").inner_text() == strip["tag"]
+            assert row.locator(".mean").inner_text() == f"{strip['mean']:.3f}"
+            assert row.locator(".token").count() == len(TEXT)
+
+
+def test_moving_the_step_selector_redraws_the_panel_at_that_step(tab, leak_sweep):
+    _, frame, url = tab
+    run = names(leak_sweep)["unmasked"]
+    panel = panel_of(frame, run)
+    [kept] = [listed["steps"] for listed in served(url, "runs")["runs"] if listed["name"] == run]
+    steps = sorted({entry["step"] for entry in kept})  # one position per step: best.pt may share last.pt's
+    assert len(steps) >= 2, kept
+    assert panel.locator("input.step").get_attribute("max") == str(len(steps) - 1)
+    move_step(frame, run, 0)
+    then, now = served_attention(url, run, step=steps[0]), served_attention(url, run)
+    assert panel.get_attribute("data-step") == str(steps[0])
+    assert panel.locator("p.meta").inner_text().startswith(f"{then['file']}, step {steps[0]}")
+    assert panel.locator(".step-readout").inner_text().startswith(f"step {steps[0]} · ")
+    assert then["strips"][0]["mean"] != now["strips"][0]["mean"]
+    assert panel.locator('.strip[data-tag="val/loss"] .mean').inner_text() == f"{then['strips'][0]['mean']:.3f}"
+    point_at_token(frame, run, "val/loss", 2)
+    label, p = then["strips"][1]["predictions"][2]["top"][0]
+    top = panel.locator('.setting[data-tag="val/loss_causal"] tr.choice').first
+    assert top.locator("td.guess").inner_text() == label
+    assert float(top.locator("td.p").inner_text()) == pytest.approx(p, abs=5e-4)
+    move_step(frame, run, len(steps) - 1)
+    last = served_attention(url, run, step=steps[-1])
+    assert panel.get_attribute("data-step") == str(steps[-1])
+    assert panel.locator('.strip[data-tag="val/loss"] .mean').inner_text() == f"{last['strips'][0]['mean']:.3f}"
+
+
+def test_continuing_the_text_shows_each_runs_continuation(tab, leak_sweep):
+    _, frame, url = tab
+    continue_text(frame, 12)
+    for key in ("masked", "unmasked"):
+        run = names(leak_sweep)[key]
+        step = int(panel_of(frame, run).get_attribute("data-step"))
+        written = served(url, "generate", {"run": run, "text": TEXT, "step": step, "tokens": 12, "seed": 1337})
+        assert len(written["tokens"]) == 12
+        assert panel_of(frame, run).locator(".continuation .written").inner_text() == written["continuation"]
+        assert panel_of(frame, run).locator(".continuation .prompt").inner_text() == TEXT
+
+
+def test_bad_settings_get_one_line_in_the_panel_and_the_tab_serves_on(tab, leak_sweep):
+    _, frame, url = tab
+    run = names(leak_sweep)["unmasked"]
+    set_temperature(frame, "0")
+    expected = served_attention(url, run, temperature=0)["error"]
+    assert "temperature" in expected
+    assert frame.locator(".panel p.error").all_inner_texts() == [expected] * 2
+    set_temperature(frame, "1")
+    assert frame.locator(".panel p.error").count() == 0
+    too_many = served(url, "runs")["max_generate"] + 1
+    continue_text(frame, too_many)
+    lines = frame.locator(".panel .generation p.error").all_inner_texts()
+    assert lines == [served(url, "generate", {"run": run, "text": TEXT, "tokens": too_many})["error"]] * 2
+    type_text(frame, "T")  # one token: nothing to score, the attention still drawn
+    problem = served_attention(url, run, text="T")["problem"]
+    assert problem
+    assert panel_of(frame, run).locator("p.problem").inner_text() == problem
+    assert panel_of(frame, run).locator("canvas.heatmap").count() == 1
+    assert panel_of(frame, run).locator('.strip[data-tag="val/loss"] .mean').inner_text() == "—"
+
+
 def test_an_empty_text_gets_a_message_in_each_panel_and_a_panel_can_be_removed(tab, leak_sweep):
     _, frame, _ = tab
     frame.locator("#text").fill("")
@@ -109,8 +255,25 @@ def test_an_empty_text_gets_a_message_in_each_panel_and_a_panel_can_be_removed(t
     assert not frame.locator(f'.run[data-run="{run}"] input').is_checked()
 
 
+def test_the_page_threw_nothing_through_all_of_the_above(tab):
+    assert PAGE_ERRORS == []
+
+
+def served(url: str, route: str, body: dict | None = None) -> dict:
+    """The tab's route answering as the page asks it (POST JSON), a 400's one line included."""
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url + f"data/plugin/tinylm_attention/{route}", data)
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return json.load(response)
+    except urllib.error.HTTPError as error:
+        assert error.code == 400
+        return json.load(error)
+
+
+def served_attention(url: str, run: str, text: str = TEXT, **settings) -> dict:
+    return served(url, "attention", {"run": run, "text": text, "layer": 0, **settings})
+
+
 def served_weights(url: str, run: str) -> list[list[float]]:
-    body = json.dumps({"run": run, "text": TEXT, "layer": 0}).encode()
-    request = urllib.request.Request(url + "data/plugin/tinylm_attention/attention", body)
-    with urllib.request.urlopen(request, timeout=60) as response:
-        return json.load(response)["weights"]
+    return served_attention(url, run)["weights"]
