@@ -46,7 +46,7 @@ def events_directory(run_dir: Path) -> str:
 def bad_override(run_dir: Path) -> str:
     (run_dir / ".hydra").mkdir()
     (run_dir / ".hydra" / "overrides.yaml").write_text("- model.d_k=(((\n")
-    return "error: model.d_k=(((: an override in a run's .hydra/overrides.yaml that Hydra cannot parse"
+    return f"error: {run_dir}/.hydra/overrides.yaml: model.d_k=(((: an override Hydra cannot parse"
 
 
 @pytest.mark.parametrize("damage", [bad_yaml, events_directory, bad_override])

@@ -84,7 +84,8 @@ def lost_rank() -> None:
     left = [rank for rank in range(ranks.world_size) if rank not in lost]
     if ranks.rank == (min(left) if lost else 0):
         run_dir = Path(HydraConfig.get().runtime.output_dir) if HydraConfig.initialized() else None
-        print(f"error: torchrun: {lost_rank_message(ranks, lost, run_dir)}", file=sys.stderr)
+        # One write: torchrun writes on the same stderr, and print's line break would be a write of its own.
+        sys.stderr.write(f"error: torchrun: {lost_rank_message(ranks, lost, run_dir)}\n")
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     os._exit(1)
@@ -199,12 +200,11 @@ def outputs_that_never_stop() -> Iterator[None]:
 
     def say(output: Output) -> None:
         if output.name == "stdout" and not output.closed_by_reader and os.environ.get("RANK", "0") == "0":
-            print(
+            sys.stderr.write(
                 f"error: stdout: cannot be written ({output.failed.strerror}); the rest of the output goes "
-                "nowhere, the work goes on",
-                file=sys.stderr,
-                flush=True,
+                "nowhere, the work goes on\n"
             )
+            sys.stderr.flush()
 
     originals = sys.stdout, sys.stderr
     stdout = sys.stdout = Output(sys.stdout, "stdout", say) if sys.stdout else None
