@@ -50,8 +50,8 @@ class SweepSummary(Callback):
         except FileNotFoundError as error:  # no job got as far as its first TensorBoard event
             log.warning("no sweep summary: %s", error)
             return
-        log.info("sweep summary:\n%s\n%s\nTo see the sweep: %s", written[1].read_text(), "\n".join(map(str, written)),
-                 tensorboard_command(sweep_dir))  # fmt: skip
+        files, command = "\n".join(map(str, written)), tensorboard_command(sweep_dir)
+        log.info("sweep summary:\n%s\n%s\nTo see the sweep: %s", written[1].read_text(), files, command)
 
 
 def check_sweep_dir(sweep_dir: Path, trainer: DictConfig) -> None:
