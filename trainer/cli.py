@@ -209,11 +209,14 @@ def outputs_that_never_stop() -> Iterator[None]:
     originals = sys.stdout, sys.stderr
     stdout = sys.stdout = Output(sys.stdout, "stdout", say) if sys.stdout else None
     sys.stderr = Output(sys.stderr, "stderr", say) if sys.stderr else None
-    status = 0
+    status: object = 0
     try:
         yield
     except SystemExit as exited:
         status = exited.code
+        raise
+    except BaseException as error:  # what ends the process otherwise keeps its own report
+        status = error
         raise
     finally:
         for output in (sys.stdout, sys.stderr):
