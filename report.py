@@ -96,7 +96,7 @@ def check_record(run_dir: Path) -> None:
                 raise SummaryError(f"{path}: holds {a_kind(held)}, not the {what} Hydra writes there")
             for item in held if kind is list else []:
                 try:
-                    PARSER.parse_override(str(item))
+                    PARSER.parse_overrides([str(item)])
                 except OverrideParseException:
                     raise SummaryError(f"{path}: {item}: an override Hydra cannot parse") from None
 
