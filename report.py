@@ -27,6 +27,12 @@ from trainer.overrides import PARSER
 RECORD = {"config.yaml": dict, "overrides.yaml": list}
 
 
+X_HELP = (
+    "a swept number (optim.lr) to plot the final values against, into summary_KEY.png (default: every swept number "
+    "with 3 values or more)"
+)
+
+
 class OneLineParser(argparse.ArgumentParser):
     def error(self, message: str) -> None:
         """A bad argument in one line (argparse's own adds the usage), status 2 as argparse's."""
@@ -40,12 +46,6 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--out", type=Path, help="where to write the files (default: the first DIR)")
     parser.add_argument("--x", metavar="KEY", help=X_HELP)
     return parser.parse_args()
-
-
-X_HELP = (
-    "a swept number (optim.lr) to plot the final values against, into summary_KEY.png (default: every swept number "
-    "with 3 values or more)"
-)
 
 
 def main() -> None:
