@@ -20,6 +20,17 @@ from tensorboard.compat.tensorflow_stub.errors import OpError
 
 from summary.runs import SummaryError, find_runs
 from summary.summarize import summarize
+from trainer.cli import one_line_errors, run_with_one_line_errors
+from trainer.overrides import PARSER
+
+# What summary/runs.py reads of a run's Hydra record (.hydra/, and .hydra/resume-DATE_TIME/ for each resume).
+RECORD = {"config.yaml": dict, "overrides.yaml": list}
+
+
+X_HELP = (
+    "a swept number (optim.lr) to plot the final values against, into summary_KEY.png (default: every swept number "
+    "with 3 values or more)"
+)
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -29,33 +40,29 @@ class OneLineParser(argparse.ArgumentParser):
         sys.exit(2)
 
 
-def main() -> None:
+def arguments() -> argparse.Namespace:
     parser = OneLineParser(description=__doc__.splitlines()[0])
     parser.add_argument("dirs", nargs="+", type=Path, metavar="DIR", help="a run, a sweep, or any directory of runs")
     parser.add_argument("--out", type=Path, help="where to write the files (default: the first DIR)")
-    parser.add_argument(
-        "--x", metavar="KEY", help="a swept number (optim.lr) to plot the final values against, into "
-        "summary_KEY.png (default: every swept number with 3 values or more)",
-    )  # fmt: skip
-    args = parser.parse_args()
+    parser.add_argument("--x", metavar="KEY", help=X_HELP)
+    return parser.parse_args()
+
+
+def main() -> None:
+    """Through trainer/cli.py, as every entry point: each error is one line naming the file or argument (an events
+    file TensorBoard cannot open, OpError, says so itself), and stdout closed early (`| head`) stops nothing."""
+    args = arguments()
     logging.basicConfig(format="%(levelname)s: %(message)s", level=logging.WARNING)
     out = args.out or args.dirs[0]
-    try:
+    with one_line_errors(SummaryError, OpError):
         check_out(out)
-        check_names(args.dirs, out)
-        written = summarize(args.dirs, out, args.x)
+        runs = find_runs(args.dirs)
+        check_names(runs, out)
+        for run_dir in runs:
+            check_record(run_dir)
+        written = write_summary(args.dirs, out, args.x)
         print(written[1].read_text())
         print("\n".join(map(str, written)))
-    except SummaryError as error:
-        sys.exit(f"error: {error}")
-    except OSError as error:  # a path that is missing or not a directory, a full disk, a file that cannot be read
-        sys.exit(f"error: {os_error(error, out)}")
-    except yaml.YAMLError as error:  # a run's .hydra files; the mark names the file
-        sys.exit(f"error: {yaml_error(error)}")
-    except OverrideParseException as error:
-        sys.exit(f"error: {error.override}: an override in a run's .hydra/overrides.yaml that Hydra cannot parse")
-    except OpError as error:  # TensorBoard's reader: an events file it cannot open
-        sys.exit(f"error: {error.message}")
 
 
 def check_out(out: Path) -> None:
@@ -63,9 +70,9 @@ def check_out(out: Path) -> None:
         raise SummaryError(f"--out {out}: not a directory; the summary files go into a directory")
 
 
-def check_names(dirs: list[Path], out: Path) -> None:
+def check_names(runs: list[Path], out: Path) -> None:
     """Every run's directory name, and the output's, as text: the summary files and the terminal show them."""
-    for path in [*find_runs(dirs), out]:
+    for path in [*runs, out]:
         try:
             str(path).encode()
         except UnicodeEncodeError:
@@ -73,18 +80,42 @@ def check_names(dirs: list[Path], out: Path) -> None:
             raise SummaryError(f"{name}: the name is not UTF-8 text; rename it to report on it") from None
 
 
-def os_error(error: OSError, out: Path) -> str:
-    if error.filename is None:  # a write that failed as the figure was flushed: a full disk, a file size limit
-        return f"{out}: the summary files cannot be written ({error.strerror})" if error.errno else str(error)
-    name = os.fsdecode(error.filename)  # TensorBoard names files in bytes
-    return f"{name}: {error.strerror}" if error.strerror else f"{name}: {error}"
+def check_record(run_dir: Path) -> None:
+    """The Hydra files of the run that the summary reads, each YAML of the kind Hydra writes (a mapping of
+    settings, a list of overrides that parse); else SummaryError naming the file, which the readers cannot."""
+    hydra_dir = run_dir / ".hydra"
+    for directory in [hydra_dir, *sorted(hydra_dir.glob("resume-*"))]:
+        for name, kind in RECORD.items():
+            path = directory / name
+            if not path.is_file():
+                continue
+            with open(path, "rb") as file:  # a YAML error's mark names the file
+                held = yaml.load(file, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+            if held is not None and not isinstance(held, kind):
+                what = "mapping of settings" if kind is dict else "list of overrides"
+                raise SummaryError(f"{path}: holds {a_kind(held)}, not the {what} Hydra writes there")
+            for item in held if kind is list else []:
+                try:
+                    PARSER.parse_overrides([str(item)])
+                except OverrideParseException:
+                    raise SummaryError(f"{path}: {item}: an override Hydra cannot parse") from None
 
 
-def yaml_error(error: yaml.YAMLError) -> str:
-    mark = getattr(error, "problem_mark", None)
-    problem = getattr(error, "problem", None) or str(error).splitlines()[0]
-    return f"{mark.name}: not YAML ({problem}, line {mark.line + 1})" if mark else f"not YAML ({problem})"
+def a_kind(value: object) -> str:
+    name = {dict: "mapping", list: "list", str: "string", int: "number", float: "number", bool: "boolean"}
+    kind = name.get(type(value), type(value).__name__)
+    return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind} ({str(value)[:40]})"
+
+
+def write_summary(dirs: list[Path], out: Path, x: str | None) -> list[Path]:
+    """summarize(); a write that fails without a file's name (a full disk as the figure is flushed) names `out`."""
+    try:
+        return summarize(dirs, out, x)
+    except OSError as error:
+        if error.filename is None and error.errno:
+            raise SummaryError(f"{out}: the summary files cannot be written ({error.strerror})") from None
+        raise
 
 
 if __name__ == "__main__":
-    main()
+    run_with_one_line_errors(main)

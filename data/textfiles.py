@@ -6,6 +6,7 @@ import glob
 import hashlib
 import io
 import os
+import stat
 from typing import Iterator, Optional
 
 from data.binary import binary_kind, is_utf16
@@ -14,8 +15,17 @@ from data.errors import DataError
 READ_BLOCK_BYTES = 1 << 16  # read at once: memory stays bounded however long the file or its lines
 
 
+# What a path can be besides a regular file or a directory (by os.stat's mode), and why tinylm cannot train on it.
+NOT_REGULAR = {
+    stat.S_ISFIFO: ("a pipe", "a pipe gives its text once"),
+    stat.S_ISSOCK: ("a socket", "a socket gives its text once"),
+    stat.S_ISCHR: ("a device", "a device may never end or give other bytes each time"),
+    stat.S_ISBLK: ("a block device", "a disk is not a text file"),
+}
+
+
 def checked_paths(pattern: Optional[str]) -> list[str]:
-    """The files data.path names, each an existing, non-empty file; else DataError saying which is not.
+    """The files data.path names, each an existing, non-empty regular file; else DataError saying which is not.
     Whether each is UTF-8 text is found out while reading it (text_chunks)."""
     if not pattern:
         raise DataError("data.path: data=text needs a file, e.g. data.path=notes.txt")
@@ -28,9 +38,24 @@ def checked_paths(pattern: Optional[str]) -> list[str]:
             raise DataError(
                 f"data.path={pattern}: {path} is a directory; give a file, or a glob such as {path.rstrip('/')}/*.txt"
             )
+        if kind := not_regular(path):
+            name, why = kind
+            raise DataError(
+                f"data.path={pattern}: {path} is {name}, not a regular file; tinylm reads the text more than once (a "
+                f"hash of its bytes finds its token cache entry, then it is tokenized), and {why}: save the text to "
+                "a file and give that"
+            )
         if os.path.getsize(path) == 0:
             raise DataError(f"data.path={pattern}: {path} is empty")
     return paths
+
+
+def not_regular(path: str) -> Optional[tuple[str, str]]:
+    """What `path` is, if not a regular file: a pipe (a FIFO, <(...), /dev/stdin from one), a device (/dev/zero,
+    a terminal) or a socket. Told from os.stat, which opens nothing: opening a FIFO waits for its writer, and
+    a device such as /dev/zero never ends. The file system gives every one of them the size 0."""
+    mode = os.stat(path).st_mode
+    return next((kind for is_kind, kind in NOT_REGULAR.items() if is_kind(mode)), None)
 
 
 def new_digest():

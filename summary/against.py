@@ -81,8 +81,8 @@ def plot_against(runs: list[Run] | list[Configuration], key: str, path: Path) ->
                     above = [0 if spread is None else spread.high - spread.mean for spread in spreads]
                     axes.errorbar(xs, ys, yerr=[below, above], fmt="none", ecolor=line.look.color, capsize=3)
             # Their final value is an earlier one: open markers, never part of a mean.
-            stopped = [(run.settings[key], run.final(tag)) for run in unfinished_runs(line.runs)
-                       if run.final(tag) is not None]  # fmt: skip
+            finals = [(run.settings[key], run.final(tag)) for run in unfinished_runs(line.runs)]
+            stopped = [(x, final) for x, final in finals if final is not None]
             if stopped:
                 axes.plot(*zip(*stopped), "o", color=line.look.color, markerfacecolor="white", markersize=6)
         axes.set_title(tag, fontsize="medium")

@@ -105,8 +105,12 @@ def by_configuration(runs: list[Run]) -> list[Configuration]:
     for run in runs:
         others = sorted((key, value) for key, value in run.settings.items() if key != SEED)
         groups.setdefault(repr(others), []).append(run)
-    return [Configuration([run for run in group if run.finished is not False],
-                          [run for run in group if run.finished is False]) for group in groups.values()]  # fmt: skip
+    return [Configuration(*finished_and_not(group)) for group in groups.values()]
+
+
+def finished_and_not(runs: list[Run]) -> tuple[list[Run], list[Run]]:
+    """The runs that reached trainer.max_steps (or cannot say), and those that stopped before it."""
+    return [run for run in runs if run.finished is not False], [run for run in runs if run.finished is False]
 
 
 def unfinished_runs(items: list[Run] | list[Configuration]) -> list[Run]:

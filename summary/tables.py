@@ -10,6 +10,12 @@ from trainer.tags import FINAL_TAGS
 # After the final values: how far each run got. finished: whether its last loss is at trainer.max_steps (empty where
 # the run has no Hydra config to say); truncated: whether an events file of it ends mid-record.
 PROGRESS = ["last_step", "max_steps", "finished", "truncated"]
+# The notes under the table, after the runs they name.
+UNFINISHED = (
+    "They stopped before trainer.max_steps (killed, crashed or still running): their values are from the last step "
+    "they logged."
+)
+TRUNCATED = "Their values are the last readable ones."
 
 
 def write_csv(runs: list[Run], path: Path) -> None:
@@ -31,16 +37,24 @@ def markdown_table(runs: list[Run]) -> str:
             "TensorBoard event. Steps: the last step logged, of trainer.max_steps."
         ),
         "",
-        "| run | overrides | " + " | ".join(FINAL_TAGS) + " | wall s | steps | finished |",
-        "|---" * (len(FINAL_TAGS) + 5) + "|",
+        *header(["run", "overrides", *FINAL_TAGS, "wall s", "steps", "finished"]),
     ]
     for run in runs:
-        finals = " | ".join("" if value is None else f"{value:.3f}" for value in map(run.final, FINAL_TAGS))
+        finals = ["" if value is None else f"{value:.3f}" for value in map(run.final, FINAL_TAGS)]
         steps = "/".join(as_word(value) for value in (run.last_step, run.max_steps) if value is not None)
         finished = {True: "yes", False: "**no**", None: ""}[run.finished]
-        lines.append(f"| {run.name} | {distinct_overrides(run, shared)} | {finals} | {run.wall_s:.0f} | {steps} | "
-                     f"{finished} |")  # fmt: skip
+        lines.append(row([run.name, distinct_overrides(run, shared), *finals, f"{run.wall_s:.0f}", steps, finished]))
     return "\n".join(lines + notes(runs)) + "\n"
+
+
+def row(cells: list[str]) -> str:
+    """A Markdown table row: | a | b |."""
+    return "| " + " | ".join(cells) + " |"
+
+
+def header(columns: list[str]) -> list[str]:
+    """A Markdown table's header row and the line under it."""
+    return [row(columns), "|---" * len(columns) + "|"]
 
 
 def notes(runs: list[Run]) -> list[str]:
@@ -49,12 +63,10 @@ def notes(runs: list[Run]) -> list[str]:
     unfinished = [run for run in runs if run.finished is False]
     if unfinished:
         stops = [f"`{run.name}` at step {as_word(run.last_step) or 'none'} of {run.max_steps}" for run in unfinished]
-        lines.append(f"Unfinished: {', '.join(stops)}. They stopped before trainer.max_steps (killed, crashed or still "
-                     "running): their values are from the last step they logged.")  # fmt: skip
+        lines.append(f"Unfinished: {', '.join(stops)}. {UNFINISHED}")
     truncated = [f"`{run.name}`" for run in runs if run.truncated]
     if truncated:
-        lines.append(f"Events cut short mid-record (a crash while writing): {', '.join(truncated)}. Their values "
-                     "are the last readable ones.")  # fmt: skip
+        lines.append(f"Events cut short mid-record (a crash while writing): {', '.join(truncated)}. {TRUNCATED}")
     return [line for note in lines for line in ("", note)]
 
 
@@ -70,10 +82,10 @@ def write_seeds_csv(configurations: list[Configuration], path: Path) -> None:
             cells: list = []
             for spread in spreads:
                 cells += ["", ""] if spread is None else [spread.mean, "" if spread.sd is None else spread.sd]
-            wall_s = configuration.wall_s
-            writer.writerow([" ".join(configuration.overrides), *cells, len(configuration.runs),
-                             configuration.seeds, " ".join(run.name for run in configuration.unfinished),
-                             "" if wall_s is None else round(wall_s, 1)])  # fmt: skip
+            overrides = " ".join(configuration.overrides)
+            unfinished = " ".join(run.name for run in configuration.unfinished)
+            wall_s = "" if configuration.wall_s is None else round(configuration.wall_s, 1)
+            writer.writerow([overrides, *cells, len(configuration.runs), configuration.seeds, unfinished, wall_s])
 
 
 def seeds_table(configurations: list[Configuration], runs: list[Run]) -> str:
@@ -87,13 +99,12 @@ def seeds_table(configurations: list[Configuration], runs: list[Run]) -> str:
             "trainer.max_steps, left out of the means. Wall time: the mean over the seeds."
         ),
         "",
-        "| configuration | " + " | ".join(FINAL_TAGS) + " | n | unfinished | wall s |",
-        "|---" * (len(FINAL_TAGS) + 4) + "|",
+        *header(["configuration", *FINAL_TAGS, "n", "unfinished", "wall s"]),
     ]
     for configuration in configurations:
-        spreads = " | ".join(str(spread or "") for spread in map(configuration.spread, FINAL_TAGS))
+        spreads = [str(spread or "") for spread in map(configuration.spread, FINAL_TAGS)]
+        n, unfinished = str(len(configuration.runs)), str(len(configuration.unfinished) or "")
         wall_s = "" if configuration.wall_s is None else f"{configuration.wall_s:.0f}"
         distinct = " ".join(override for override in configuration.overrides if override not in shared)
-        lines.append(f"| {distinct or 'all runs'} | {spreads} | {len(configuration.runs)} | "
-                     f"{len(configuration.unfinished) or ''} | {wall_s} |")  # fmt: skip
+        lines.append(row([distinct or "all runs", *spreads, n, unfinished, wall_s]))
     return "\n".join(lines) + "\n\n## Every run\n\n" + markdown_table(runs)

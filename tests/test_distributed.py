@@ -1,5 +1,6 @@
 """Data-parallel training under torchrun: two CPU processes (gloo), as a user would start them."""
 
+import signal
 import subprocess
 import sys
 
@@ -52,3 +53,25 @@ def test_slurm_launcher_config_composes_with_the_settings_users_change():
         1,
         4,
     )
+
+
+# What gloo said when the other rank was killed (torch 2.13, CPU), and what it says of another fault.
+GLOO_PEER_GONE = (
+    "[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer "
+    "[127.0.0.1]:10165. This is typically caused by a remote worker crashing."
+)
+
+
+def test_a_stop_signal_that_comes_while_a_lost_ranks_error_unwinds_still_names_the_lost_rank():
+    from trainer.distributed import peer_lost
+    from trainer.stopping import StopNow
+
+    try:
+        try:
+            raise RuntimeError(GLOO_PEER_GONE)
+        except RuntimeError:
+            raise StopNow(signal.SIGTERM)  # torchrun's SIGTERM, once the loop's own handlers are gone
+    except StopNow as stopped:
+        assert peer_lost(stopped)
+    assert not peer_lost(StopNow(signal.SIGTERM))  # a plain stop is a stop
+    assert not peer_lost(RuntimeError("[enforce fail at alloc_cpu.cpp:118] DefaultCPUAllocator: can't allocate memory"))

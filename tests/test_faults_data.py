@@ -117,3 +117,46 @@ def test_the_bytes_of_a_file_that_is_not_utf8_say_what_it_is(tmp_path, content, 
     with pytest.raises(DataError) as refused:
         load_text(DataConfig(source=Source.text, path=str(path)))
     assert str(refused.value).startswith(f"data.path={path}: {path} {problem}")
+
+
+NOT_REGULAR = (
+    "not a regular file; tinylm reads the text more than once (a hash of its bytes finds its token cache entry, then "
+    "it is tokenized), and {why}: save the text to a file and give that"
+)
+PIPE, DEVICE = "a pipe gives its text once", "a device may never end or give other bytes each time"
+
+
+FIFO = "mkfifo p; cat notes.txt > p & python train.py data.path=p; status=$?; cat p > /dev/null; exit $status"
+
+
+@pytest.mark.parametrize(
+    "shell, kind, why",
+    [
+        pytest.param("python train.py data.path=<(cat notes.txt)", "a pipe", PIPE, id="process-substitution"),
+        pytest.param(FIFO, "a pipe", PIPE, id="fifo"),
+        pytest.param("cat notes.txt | python train.py data.path=/dev/stdin", "a pipe", PIPE, id="stdin"),
+        pytest.param("python train.py data.path=/dev/zero", "a device", DEVICE, id="dev-zero"),
+    ],
+)
+def test_a_pipe_or_a_device_as_data_path_is_refused_as_not_a_regular_file_never_as_empty(tmp_path, shell, kind, why):
+    (tmp_path / "notes.txt").write_text("to be, or not to be, that is the question\n" * 500)  # 21 KB of text
+    settings = f"data=text data.cache_dir={tmp_path}/cache hydra.run.dir={tmp_path}/run"
+    command = shell.replace("python train.py", f"{sys.executable} {ROOT}/train.py {settings}")
+    result = subprocess.run(["bash", "-c", command], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    [line] = result.stderr.splitlines()
+    path = line.split("=", 1)[1].split(":", 1)[0]  # what the shell made of it: /dev/fd/63, p, /dev/stdin
+    assert (result.returncode, line) == (1, f"error: data.path={path}: {path} is {kind}, {NOT_REGULAR.format(why=why)}")
+    assert not (tmp_path / "cache").exists()  # nothing read, nothing built: a device that never ends is not opened
+    assert not list((tmp_path / "run").glob("*.pt"))
+
+
+READ_STDIN = "from data import DataConfig, Source, load_text; print(load_text(DataConfig(Source.text, '/dev/stdin')))"
+
+
+def test_stdin_redirected_from_a_file_is_that_file_and_reads_as_text(tmp_path):
+    (tmp_path / "notes.txt").write_text("to be, or not to be\n")
+    with open(tmp_path / "notes.txt") as stdin:
+        result = subprocess.run(
+            [sys.executable, "-c", READ_STDIN], cwd=ROOT, stdin=stdin, capture_output=True, text=True, timeout=60
+        )
+    assert (result.returncode, result.stdout) == (0, "to be, or not to be\n\n"), result.stderr

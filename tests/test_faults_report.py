@@ -46,10 +46,25 @@ def events_directory(run_dir: Path) -> str:
 def bad_override(run_dir: Path) -> str:
     (run_dir / ".hydra").mkdir()
     (run_dir / ".hydra" / "overrides.yaml").write_text("- model.d_k=(((\n")
-    return "error: model.d_k=(((: an override in a run's .hydra/overrides.yaml that Hydra cannot parse"
+    return f"error: {run_dir}/.hydra/overrides.yaml: model.d_k=(((: an override Hydra cannot parse"
 
 
-@pytest.mark.parametrize("damage", [bad_yaml, events_directory, bad_override])
+def not_a_mapping(run_dir: Path) -> str:
+    (run_dir / ".hydra").mkdir()
+    (run_dir / ".hydra" / "config.yaml").write_text("5\n")  # YAML, but not what Hydra writes there
+    return f"error: {run_dir}/.hydra/config.yaml: holds a number (5), not the mapping of settings Hydra writes there"
+
+
+def not_a_list(run_dir: Path) -> str:
+    (run_dir / ".hydra" / "resume-2025-01-01_12-00-00").mkdir(parents=True)
+    (run_dir / ".hydra" / "resume-2025-01-01_12-00-00" / "overrides.yaml").write_text("model.d_k: 16\n")
+    return (
+        f"error: {run_dir}/.hydra/resume-2025-01-01_12-00-00/overrides.yaml: holds a mapping ({{'model.d_k': 16}}), "
+        "not the list of overrides Hydra writes there"
+    )
+
+
+@pytest.mark.parametrize("damage", [bad_yaml, events_directory, bad_override, not_a_mapping, not_a_list])
 def test_a_run_file_that_cannot_be_read_is_one_line_naming_it(tmp_path, damage):
     expected = damage(a_run(tmp_path / "run"))
     assert one_line(report(tmp_path)).startswith(expected)

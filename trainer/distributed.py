@@ -9,9 +9,12 @@ there is one process, rank 0 of 1, and nothing here talks to another process.
 import hashlib
 import logging
 import os
+import re
+import socket
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 import torch
@@ -53,6 +56,7 @@ class Ranks:
     world_size: int = 1
     device: torch.device = torch.device("cpu")
     control_group: Optional[dist.ProcessGroup] = None  # a CPU (gloo) group for stop signals: no GPU sync in the loop
+    processes: list[tuple[str, int]] = field(default_factory=list)  # each rank's (host, process id), in rank order
 
     @property
     def main(self) -> bool:
@@ -120,6 +124,9 @@ class Ranks:
         return int(reduced)
 
 
+started: Optional[Ranks] = None  # this process's ranks under torchrun, once start() has joined the process group
+
+
 def start(device_name: str) -> Ranks:
     """Join torchrun's process group (gloo on CPU, nccl on CUDA) when started by torchrun."""
     if "RANK" not in os.environ:
@@ -135,12 +142,60 @@ def start(device_name: str) -> Ranks:
         raise ConfigError(f"trainer.device={device_name}: torchrun training runs on cuda or cpu")
     dist.init_process_group("nccl" if device.type == "cuda" else "gloo", rank=rank, world_size=world_size)
     control_group = dist.new_group(backend="gloo") if device.type == "cuda" else None  # None: the default (gloo) group
-    return Ranks(rank, world_size, device, control_group)
+    global started
+    started = Ranks(rank, world_size, device, control_group)
+    started.processes = started.gather((socket.gethostname(), os.getpid()))  # to name a rank that is lost later
+    return started
 
 
 def stop(ranks: Ranks) -> None:
-    if ranks.distributed:
+    """Leave the process group; not after a rank was lost (the error in flight says so), where leaving it would
+    wait on the lost rank or abort the process."""
+    if ranks.distributed and not peer_lost(sys.exc_info()[1]):
         dist.destroy_process_group()
+
+
+# How gloo says that the process at the other end of a connection is gone: its socket closed or reset.
+PEER_GONE = re.compile(r"Connection (closed|reset) by peer|Broken pipe|Connection refused", re.IGNORECASE)
+
+
+def peer_lost(error: Optional[BaseException]) -> bool:
+    """Whether `error`, or one it was raised while handling, is gloo's word that another rank's process is gone."""
+    while error is not None:
+        if isinstance(error, RuntimeError) and "gloo" in str(error) and PEER_GONE.search(str(error)):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
+
+
+def lost_ranks(ranks: Ranks) -> list[int]:
+    """The ranks whose process has ended (or is a zombie that torchrun has yet to reap), as far as this host can
+    tell; with two ranks, the other one."""
+    host = socket.gethostname()
+    ended = [
+        rank
+        for rank, (where, pid) in enumerate(ranks.processes)
+        if rank != ranks.rank and where == host and not process_alive(pid)
+    ]
+    if not ended and ranks.world_size == 2:
+        ended = [1 - ranks.rank]
+    return ended
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")  # the state, after the command
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    except OSError:  # no /proc (macOS): a signal 0 says whether the process exists
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass
+        return True
 
 
 def quiet_other_ranks(ranks: Ranks) -> None:
