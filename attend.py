@@ -30,7 +30,6 @@ from viewer.generation import temperature_problem
 from viewer.predictions import COUNTERFACTUALS, Predictions, Strip, predict
 from viewer.readings import VALIDATION_LINE, Reading, cut_note, read, row_statistics, verdict
 from viewer.runs import RunEntry, checkpoint_at, list_runs, steps_of
-from viewer.terminal import Stdout
 
 FULL_VECTOR = 8  # y_i is printed whole up to this d_v, else by its size
 DOMINANT = 3  # the values step 4 names at most
@@ -283,20 +282,20 @@ def check_settings(config: AttendConfig) -> None:
         raise ConfigError(problem)
 
 
-def report(found: Read, config: AttendConfig, scale: float, several: bool, stdout: Stdout) -> None:
-    """One run's lines, and its PNG (written whether or not stdout still reads)."""
+def report(found: Read, config: AttendConfig, scale: float, several: bool) -> None:
+    """One run's lines, and its PNG (written whether or not stdout still reads: trainer/cli.py's Output)."""
     run, reading, trained = found.run, found.reading, found.trained
     header = f"== {run.name}" + (f"  ({run.label})" if run.label else "")
-    stdout.write(f"{header}\n{run.note}" if run.note and found.path == run.checkpoint else header)
+    print(f"{header}\n{run.note}" if run.note and found.path == run.checkpoint else header)
     cut = f" ({cut_note(reading)})" if cut_note(reading) else ""
-    stdout.write(f"{found.path.name}, step {trained.step}, layer {config.layer}; {len(reading.ids)} tokens{cut}")
-    stdout.write(trace_text(reading, config.layer, found.query))
-    stdout.write(losses_text(reading, found.predictions, found.query))
-    stdout.write(prediction_text(found, config.temperature, config.layer))
+    print(f"{found.path.name}, step {trained.step}, layer {config.layer}; {len(reading.ids)} tokens{cut}")
+    print(trace_text(reading, config.layer, found.query))
+    print(losses_text(reading, found.predictions, found.query))
+    print(prediction_text(found, config.temperature, config.layer))
     path = png_path(config.out, run, config.layer, several)
     path.parent.mkdir(parents=True, exist_ok=True)
     save_figure(found, config.layer, f"layer {config.layer}, step {trained.step}: {run.label or run.name}", path, scale)
-    stdout.write(f"wrote {path}\n")
+    print(f"wrote {path}\n")
 
 
 @hydra.main(version_base="1.3", config_path=str(Path(__file__).parent / "configs"), config_name="attend")
@@ -308,17 +307,15 @@ def main(cfg: DictConfig) -> None:
         # Every run is read before anything is printed: a setting one of them cannot take stops all, in one line.
         readings = {run.name: read_run(run, config) for run in runs if run.checkpoint}
         scale = loss_scale(list(readings.values()))
-        stdout = Stdout("the trace")
         for run in runs:
             if run.name in readings:
-                report(readings[run.name], config, scale, len(readings) > 1, stdout)
+                report(readings[run.name], config, scale, len(readings) > 1)
             else:
                 header = f"== {run.name}" + (f"  ({run.label})" if run.label else "")
-                stdout.write(f"{header}\n{run.problem or 'no checkpoint (best.pt or last.pt) yet'}\n")
+                print(f"{header}\n{run.problem or 'no checkpoint (best.pt or last.pt) yet'}\n")
         if unreadable := [run.problem for run in runs if run.problem and not run.checkpoint]:
             several = "s" * (len(unreadable) > 1)
             raise CheckpointError(f"{len(unreadable)} run{several} with no whole checkpoint: {'; '.join(unreadable)}")
-        stdout.finish()
 
 
 if __name__ == "__main__":

@@ -25,7 +25,6 @@ from trainer.distributed import pick_device
 from trainer.memory import free_bytes
 from viewer.checkpoints import named_checkpoint
 from viewer.generation import sample_ids, seed_problem, temperature_problem
-from viewer.terminal import Stdout
 
 
 @dataclass
@@ -114,14 +113,12 @@ def generate(model: TinyLM, prompt: list[int], config: SampleConfig, device: tor
 
 
 def print_samples(tokenizer: Tokenizer, samples: list[list[int]]) -> None:
-    """The samples on stdout, a line of dashes between them (viewer/terminal.py: a reader that stops early ends
-    sampling quietly, stdout that cannot be written is said in one line)."""
-    stdout = Stdout("the samples")
+    """The samples on stdout, a line of dashes between them (a reader that stops early, or a full disk: trainer/cli.py's
+    Output)."""
     for i, ids in enumerate(samples):
         if i:
-            stdout.write("\n" + "-" * 40)
-        stdout.write(tokenizer.decode(ids))
-    stdout.finish()
+            print("\n" + "-" * 40)
+        print(tokenizer.decode(ids))
 
 
 @hydra.main(version_base="1.3", config_path=str(Path(__file__).parent / "configs"), config_name="sample")

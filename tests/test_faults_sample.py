@@ -90,7 +90,7 @@ def test_a_reader_that_stops_early_ends_sampling_quietly(checkpoint):
     reader = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert len(reader.stdout.read(10)) == 10
     reader.stdout.close()  # as `| head -c 10` does
-    assert (reader.wait(timeout=60), reader.stderr.read()) == (141, b"")  # 128 + SIGPIPE, as for any Unix tool
+    assert (reader.wait(timeout=60), reader.stderr.read()) == (0, b"")  # its work done; nothing said
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs Linux's /dev/full")
@@ -99,7 +99,8 @@ def test_stdout_on_a_full_disk_is_one_line(checkpoint):
         result = run_sample(f"ckpt={checkpoint}", "max_new_tokens=5", stdout=full)
     assert (result.returncode, result.stderr) == (
         1,
-        "error: stdout: the samples cannot be written (No space left on device)\n",
+        "error: stdout: cannot be written (No space left on device); the rest of the output goes nowhere, the work "
+        "goes on\n",
     )
 
 
