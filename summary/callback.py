@@ -28,7 +28,7 @@ class SweepSummary(Callback):
         # Hydra turns a callback's Exception into a warning and goes on (hydra/_internal/callbacks.py): the refusal
         # ends the process itself, in one line.
         try:
-            check_sweep_dir(Path(config.hydra.sweep.dir), config.trainer)
+            check_sweep_dir(Path(config.hydra.sweep.dir), config.trainer, continues_a_study(config))
         except ConfigError as refused:
             sys.exit(f"error: {refused}")
 
@@ -54,11 +54,18 @@ class SweepSummary(Callback):
         log.info("sweep summary:\n%s\n%s\nTo see the sweep: %s", written[1].read_text(), files, command)
 
 
-def check_sweep_dir(sweep_dir: Path, trainer: DictConfig) -> None:
+def continues_a_study(config: DictConfig) -> bool:
+    """Whether this sweep is a search whose study (Optuna's sqlite storage) is already on disk: started again in its
+    sweep directory, a search continues its study (configs/experiment/search.yaml), it does not mix with it."""
+    storage = str(config.hydra.sweeper.get("storage") or "")
+    return storage.startswith("sqlite:///") and Path(storage.removeprefix("sqlite:///")).is_file()
+
+
+def check_sweep_dir(sweep_dir: Path, trainer: DictConfig, continues: bool = False) -> None:
     """A sweep writes where no other sweep is: one whose directory holds a job in use (a sweep running there) is
-    refused, and a fresh one (no trainer.resume, no trainer.start_over) where another sweep's jobs hold runs; its
-    multirun.yaml, which the HParams tab reads its columns from, and its jobs' records stay as they are. A sweep
-    that resumes its jobs (trainer.resume=auto) goes on."""
+    refused, and a fresh one (no trainer.resume, no trainer.start_over, not a search that `continues` its study)
+    where another sweep's jobs hold runs; its multirun.yaml, which the HParams tab reads its columns from, and its
+    jobs' records stay as they are. A sweep that resumes its jobs (trainer.resume=auto) goes on."""
 
     jobs = sorted(path for path in sweep_dir.iterdir() if path.is_dir()) if sweep_dir.is_dir() else []
     for job in jobs:
@@ -67,7 +74,7 @@ def check_sweep_dir(sweep_dir: Path, trainer: DictConfig) -> None:
                 f"hydra.sweep.dir={sweep_dir}: a sweep is running there ({job.name} is in use by {holder}); wait for "
                 "it to end (or stop it), or pick a new hydra.sweep.dir"
             )
-    if trainer.resume or trainer.start_over:
+    if trainer.resume or trainer.start_over or continues:
         return
     held = [job.name for job in jobs if run_found(job)]
     if held:

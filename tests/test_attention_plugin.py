@@ -18,7 +18,7 @@ from attention_browser import tensorboard
 
 from conftest import ROOT, train_sweep
 from model import TinyLM, attention
-from trainer.checkpoint import kept_path, load_checkpoint, model_config, save_checkpoint, snapshot_state
+from trainer.checkpoint import kept_path, load_checkpoint, model_config
 
 TINY = ["trainer.max_steps=10", "trainer.eval_interval=5", "trainer.eval_iters=2", "trainer.log_interval=5",
         "trainer.batch_size=8", "trainer.sample_tokens=20", "model.block_size=32", "model.d_model=32",
@@ -33,7 +33,6 @@ CAUSAL, UNMASKED = 0, 1  # the sweep's jobs: model.causal=true, model.causal=fal
 @pytest.fixture(scope="module")
 def sweep_dir(tmp_path_factory, cache_dir) -> Path:
     sweep_dir = train_sweep(tmp_path_factory.mktemp("sweep"), cache_dir, "model.causal=true,false", *TINY)
-    keep_step_zero(sweep_dir / job_name(sweep_dir, UNMASKED))
     (sweep_dir / DAMAGED).mkdir()
     (sweep_dir / DAMAGED / "last.pt").write_bytes(b"not a checkpoint")
     (sweep_dir / DAMAGED_BEST).mkdir()
@@ -42,15 +41,6 @@ def sweep_dir(tmp_path_factory, cache_dir) -> Path:
     (sweep_dir / UNSTARTED).mkdir()
     shutil.copy(next((sweep_dir / job_name(sweep_dir, 0)).glob("events.out.tfevents.*")), sweep_dir / UNSTARTED)
     return sweep_dir
-
-
-def keep_step_zero(run_dir: Path) -> None:
-    """A kept checkpoint of the run's step 0, as trainer.keep_checkpoints writes one: the untrained weights."""
-    state = load_checkpoint(run_dir / "last.pt")
-    torch.manual_seed(0)
-    fresh = TinyLM(model_config(state)).state_dict()
-    kept_path(run_dir, 0).parent.mkdir()
-    save_checkpoint(snapshot_state(state) | {"step": 0, "model": fresh}, kept_path(run_dir, 0))
 
 
 def damaged_copy(checkpoint: Path, damaged: Path) -> Path:
@@ -125,11 +115,12 @@ def test_every_run_is_listed_with_its_checkpoint_steps_and_step_or_why_not(plugi
         run = runs[job_name(sweep_dir, number)]
         assert (run["checkpoint"], run["step"], run["problem"], run["note"]) == ("best.pt", 10, "", "")
         assert run["label"] == f"model.causal={causal}"  # the overrides every job shares are left out
-    assert runs[job_name(sweep_dir, CAUSAL)]["steps"] == [{"step": 10, "file": "best.pt"}]  # last.pt: step 10 too
-    assert runs[job_name(sweep_dir, UNMASKED)]["steps"] == [
-        {"step": 0, "file": "steps/step-0.pt"},
-        {"step": 10, "file": "best.pt"},
-    ]
+    for number in (CAUSAL, UNMASKED):  # every evaluation kept (trainer.keep_checkpoints); step 10 is best.pt's
+        assert runs[job_name(sweep_dir, number)]["steps"] == [
+            {"step": 0, "file": "steps/step-0.pt"},
+            {"step": 5, "file": "steps/step-5.pt"},
+            {"step": 10, "file": "best.pt"},
+        ]
     assert runs[DAMAGED]["problem"] == "last.pt: not a tinylm checkpoint (not a complete file written by torch.save)"
     assert (runs[DAMAGED]["checkpoint"], runs[DAMAGED]["steps"]) == (None, [])
     damaged_best = runs[DAMAGED_BEST]
@@ -300,7 +291,7 @@ def test_bad_requests_get_one_line_and_the_server_serves_on(plugin_url, sweep_di
         "not an object": (b"[1, 2]", "the request must be a JSON object"),
         "step not kept": (
             {"run": run, "text": TEXT, "step": 123},
-            f"step=123: {run} kept no checkpoint at that step (kept: 0, 10)",
+            f"step=123: {run} kept no checkpoint at that step (kept: 0, 5, 10)",
         ),
         "step not a number": ({"run": run, "text": TEXT, "step": "5"}, "step='5': must be a whole number"),
         "temperature zero": ({"run": run, "text": TEXT, "temperature": 0}, "temperature=0: must be positive"),
