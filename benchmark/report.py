@@ -7,6 +7,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
+from benchmark.recurrence import exponent_note
 from benchmark.training import PARTS
 from trainer.config import TrainConfig
 
@@ -133,6 +134,22 @@ def attention_table(results: dict[str, Any], part: str) -> str:
     )
 
 
+def recurrence_table(results: dict[str, Any]) -> str:
+    """One row per length: each kind's ms (median, smallest-largest) and each recurrent kind's over attention's."""
+    row = {(row["kind"], row["length"]): row for row in results["recurrence"]}
+    summary = results["recurrence_summary"]
+    kinds = list(dict.fromkeys(kind for kind, _ in row))
+    ratios = summary["over_attention"]
+    header = ["length", "batch"] + [f"{kind} ms" for kind in kinds] + [f"{kind} / attention" for kind in ratios]
+    rows = [
+        [str(length), str(row[kinds[0], length]["batch_size"])]
+        + [spread(row[kind, length], "ms", "{:.1f}".format) for kind in kinds]
+        + [f"{ratios[kind][length]:.2f}x" for kind in ratios]
+        for length in summary["lengths"]
+    ]
+    return pipe_table(header, rows)
+
+
 def bench_markdown(results: dict[str, Any]) -> str:
     """The results as Markdown, ready for the README."""
     about = results["machine"]
@@ -155,6 +172,14 @@ def bench_markdown(results: dict[str, Any]) -> str:
                     f"Peak memory growth from block_size {small} to {large}, as an exponent (1 linear, "
                     f"2 quadratic): {growth}."
                 )
+    if "recurrence" in results:
+        summary = results["recurrence_summary"]
+        parts += [
+            f"Attention against recurrence: one layer of each kind, forward and backward, width "
+            f"{results['model']['d_model']}, {summary['threads']} torch thread(s)",
+            recurrence_table(results),
+            exponent_note(summary) + ".",
+        ]
     verdict = {True: "yes", False: "no", None: "-"}
     targets = [
         [target["target"], target["measured"] or "not measured", verdict[target["holds"]]]
