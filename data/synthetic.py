@@ -50,8 +50,8 @@ def copy_problems(distance: int, block_size: int, tokenizer: str) -> list[str]:
         problems.append(f"data.distance={distance}: must be positive")
     elif distance > block_size:
         problems.append(
-            f"data.distance={distance}: must be at most model.block_size={block_size}, so that the token it fixes "
-            "the next one by is in the window"
+            f"data.distance={distance}: must be at most model.block_size={block_size}: the token the next one "
+            "copies must be inside the window"
         )
     if tokenizer != "char":
         problems.append(f"tokenizer={tokenizer}: data=copy is single letters, one token each; use tokenizer=char")

@@ -101,7 +101,7 @@ class Recorder:
         """Both splits' losses, what the attention does and what the model writes now."""
         config = self.run.config
         honest = reads_only_the_past(config.model)  # its val/loss_causal is its val/loss
-        leak = "" if honest else f" (with the true mask forced on: {losses['val_causal']:.4f})"
+        leak = "" if honest else f" (with the causal mask forced on: {losses['val_causal']:.4f})"
         if config.data.source is Source.copy:
             losses = losses | {"val_far": self.far_loss()}
             leak += f", {losses['val_far']:.4f} where the next token is the one {config.data.distance} back"
