@@ -26,19 +26,19 @@ def check_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     exponent = results.get("attention_summary", {}).get("memory_exponent", {})
     step, layer = exponent.get("step", {}), exponent.get("layer", {})
     linear, quadratic, shown = (lambda v: v < 1.5), (lambda v: v >= 1.5), "exponent {:.2f}"
+    full, fused_speedup = throughput.get("full_over_compute"), speedup.get(1024)
     return [
-        target("full step >= 90% of compute-only throughput", throughput.get("full_over_compute"),
-               lambda v: v >= 0.9, "{:.0%}"),
-        target("fused step >= 2x faster than explicit at block_size 1024", speedup.get(1024), lambda v: v >= 2,
-               "{:.2f}x"),
+        target("full step >= 90% of compute-only throughput", full, lambda v: v >= 0.9, "{:.0%}"),
+        target("fused step >= 2x faster than explicit at block_size 1024", fused_speedup, lambda v: v >= 2, "{:.2f}x"),
         target("fused path: step peak memory grows ~linearly", step.get("fused"), linear, shown),
         target("explicit path: step peak memory grows ~quadratically", step.get("explicit"), quadratic, shown),
         target("fused path: attention layer peak memory grows ~linearly", layer.get("fused"), linear, shown),
-        target("explicit path: attention layer peak memory grows ~quadratically", layer.get("explicit"), quadratic,
-               shown),
+        target(
+            "explicit path: attention layer peak memory grows ~quadratically", layer.get("explicit"), quadratic, shown
+        ),
         target("warm startup to the first step <= 2.5 s", startup.get("warm_s"), lambda v: v <= 2.5, "{:.2f} s"),
         target("cold startup to the first step <= 15 s", startup.get("cold_s"), lambda v: v <= 15, "{:.2f} s"),
-    ]  # fmt: skip
+    ]
 
 
 def processor_name() -> str:
@@ -82,16 +82,20 @@ def measures_table(results: dict[str, Any]) -> list[list[str]]:
     if throughput := results.get("throughput"):
         matmul = throughput["matmul_size"]
         rows += [
-            [f"training, full step (batch {throughput['batch_size']} x block {throughput['block_size']}), tokens/s",
-             spread(throughput, "full_step_tokens_per_s", thousands)],
-            ["training, compute only (one preloaded batch), tokens/s",
-             spread(throughput, "compute_tokens_per_s", thousands)],
+            [
+                f"training, full step (batch {throughput['batch_size']} x block {throughput['block_size']}), tokens/s",
+                spread(throughput, "full_step_tokens_per_s", thousands),
+            ],
+            [
+                "training, compute only (one preloaded batch), tokens/s",
+                spread(throughput, "compute_tokens_per_s", thousands),
+            ],
             ["full step / compute only", spread(throughput, "full_over_compute", percent)],
             ["model FLOPs per token, training step (M)", f"{throughput['flops_per_token'] / 1e6:.2f}"],
             ["achieved by the full step, GFLOP/s", spread(throughput, "achieved_flops_per_s", tenths, 1e-9)],
             [f"matmul {matmul}x{matmul}, GFLOP/s", spread(throughput, "matmul_flops_per_s", tenths, 1e-9)],
             ["model-FLOPs utilisation", spread(throughput, "mfu", percent)],
-        ]  # fmt: skip
+        ]
     if startup := results.get("startup"):
         seconds = "{:.2f}".format
         rows += [
