@@ -1,5 +1,6 @@
 """Benchmark tinylm on this machine: training throughput, FLOP utilisation, fused against explicit attention,
-startup time and tokenization speed. Every figure is the median of several repeats after a warm-up.
+attention against recurrence (the serial cost), startup time and tokenization speed. Every figure is the median of
+several repeats after a warm-up.
 
     python bench.py                                               # everything: about 3.5 minutes on a 2-core CPU
     python bench.py bench.sections=[attention]                    # throughput, attention, startup, tokenization
@@ -22,6 +23,7 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from benchmark.recurrence import bench_recurrence, recurrence_summary
 from benchmark.report import bench_markdown, check_targets, machine
 from benchmark.settings import BenchSettings, Section
 from benchmark.startup import bench_startup, bench_tokenization
@@ -123,6 +125,9 @@ def bench(config: TrainConfig, settings: BenchSettings, overrides: list[str]) ->
     if Section.attention in sections:
         results["attention"] = bench_attention(config, settings, device)
         results["attention_summary"] = attention_summary(results["attention"])
+    if Section.recurrence in sections:
+        results["recurrence"] = bench_recurrence(config, settings, device)
+        results["recurrence_summary"] = recurrence_summary(results["recurrence"])
     if Section.startup in sections:
         results["startup"] = bench_startup(overrides, settings)
     if Section.tokenization in sections:

@@ -7,6 +7,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
+from benchmark.recurrence import exponent_note
 from benchmark.training import PARTS
 from trainer.config import TrainConfig
 
@@ -25,19 +26,19 @@ def check_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     exponent = results.get("attention_summary", {}).get("memory_exponent", {})
     step, layer = exponent.get("step", {}), exponent.get("layer", {})
     linear, quadratic, shown = (lambda v: v < 1.5), (lambda v: v >= 1.5), "exponent {:.2f}"
+    full, fused_speedup = throughput.get("full_over_compute"), speedup.get(1024)
     return [
-        target("full step >= 90% of compute-only throughput", throughput.get("full_over_compute"),
-               lambda v: v >= 0.9, "{:.0%}"),
-        target("fused step >= 2x faster than explicit at block_size 1024", speedup.get(1024), lambda v: v >= 2,
-               "{:.2f}x"),
+        target("full step >= 90% of compute-only throughput", full, lambda v: v >= 0.9, "{:.0%}"),
+        target("fused step >= 2x faster than explicit at block_size 1024", fused_speedup, lambda v: v >= 2, "{:.2f}x"),
         target("fused path: step peak memory grows ~linearly", step.get("fused"), linear, shown),
         target("explicit path: step peak memory grows ~quadratically", step.get("explicit"), quadratic, shown),
         target("fused path: attention layer peak memory grows ~linearly", layer.get("fused"), linear, shown),
-        target("explicit path: attention layer peak memory grows ~quadratically", layer.get("explicit"), quadratic,
-               shown),
+        target(
+            "explicit path: attention layer peak memory grows ~quadratically", layer.get("explicit"), quadratic, shown
+        ),
         target("warm startup to the first step <= 2.5 s", startup.get("warm_s"), lambda v: v <= 2.5, "{:.2f} s"),
         target("cold startup to the first step <= 15 s", startup.get("cold_s"), lambda v: v <= 15, "{:.2f} s"),
-    ]  # fmt: skip
+    ]
 
 
 def processor_name() -> str:
@@ -81,16 +82,20 @@ def measures_table(results: dict[str, Any]) -> list[list[str]]:
     if throughput := results.get("throughput"):
         matmul = throughput["matmul_size"]
         rows += [
-            [f"training, full step (batch {throughput['batch_size']} x block {throughput['block_size']}), tokens/s",
-             spread(throughput, "full_step_tokens_per_s", thousands)],
-            ["training, compute only (one preloaded batch), tokens/s",
-             spread(throughput, "compute_tokens_per_s", thousands)],
+            [
+                f"training, full step (batch {throughput['batch_size']} x block {throughput['block_size']}), tokens/s",
+                spread(throughput, "full_step_tokens_per_s", thousands),
+            ],
+            [
+                "training, compute only (one preloaded batch), tokens/s",
+                spread(throughput, "compute_tokens_per_s", thousands),
+            ],
             ["full step / compute only", spread(throughput, "full_over_compute", percent)],
             ["model FLOPs per token, training step (M)", f"{throughput['flops_per_token'] / 1e6:.2f}"],
             ["achieved by the full step, GFLOP/s", spread(throughput, "achieved_flops_per_s", tenths, 1e-9)],
             [f"matmul {matmul}x{matmul}, GFLOP/s", spread(throughput, "matmul_flops_per_s", tenths, 1e-9)],
             ["model-FLOPs utilisation", spread(throughput, "mfu", percent)],
-        ]  # fmt: skip
+        ]
     if startup := results.get("startup"):
         seconds = "{:.2f}".format
         rows += [
@@ -133,6 +138,22 @@ def attention_table(results: dict[str, Any], part: str) -> str:
     )
 
 
+def recurrence_table(results: dict[str, Any]) -> str:
+    """One row per length: each kind's ms (median, smallest-largest) and each recurrent kind's over attention's."""
+    row = {(row["kind"], row["length"]): row for row in results["recurrence"]}
+    summary = results["recurrence_summary"]
+    kinds = list(dict.fromkeys(kind for kind, _ in row))
+    ratios = summary["over_attention"]
+    header = ["length", "batch"] + [f"{kind} ms" for kind in kinds] + [f"{kind} / attention" for kind in ratios]
+    rows = [
+        [str(length), str(row[kinds[0], length]["batch_size"])]
+        + [spread(row[kind, length], "ms", "{:.1f}".format) for kind in kinds]
+        + [f"{ratios[kind][length]:.2f}x" for kind in ratios]
+        for length in summary["lengths"]
+    ]
+    return pipe_table(header, rows)
+
+
 def bench_markdown(results: dict[str, Any]) -> str:
     """The results as Markdown, ready for the README."""
     about = results["machine"]
@@ -155,6 +176,14 @@ def bench_markdown(results: dict[str, Any]) -> str:
                     f"Peak memory growth from block_size {small} to {large}, as an exponent (1 linear, "
                     f"2 quadratic): {growth}."
                 )
+    if "recurrence" in results:
+        summary = results["recurrence_summary"]
+        parts += [
+            f"Attention against recurrence: one layer of each kind, forward and backward, width "
+            f"{results['model']['d_model']}, {summary['threads']} torch thread(s)",
+            recurrence_table(results),
+            exponent_note(summary) + ".",
+        ]
     verdict = {True: "yes", False: "no", None: "-"}
     targets = [
         [target["target"], target["measured"] or "not measured", verdict[target["holds"]]]

@@ -8,6 +8,7 @@ from typing import Optional
 class Section(Enum):
     throughput = "throughput"  # tokens/s of the full step and of the compute alone; FLOP utilisation
     attention = "attention"  # fused against explicit attention per block size: time and peak memory
+    recurrence = "recurrence"  # one attention, GRU and LSTM layer per sequence length: the serial cost
     startup = "startup"  # train.py from process start to its first training step, cold and warm
     tokenization = "tokenization"  # MB/s of each tokenizer option in configs/tokenizer
 
@@ -19,7 +20,7 @@ class BenchSettings:
     repeats: int = 5  # timed repeats in a process; every figure is their median
     startup_repeats: int = 3  # train.py runs to the first step, cold and warm each
     repeat_seconds: float = 1.0  # each repeat makes enough calls to last about this long
-    block_sizes: list[int] = field(default_factory=lambda: [64, 256, 1024, 2048])  # of the attention comparison
-    attention_batch_size: int = 8  # the same at every block size, so per-sequence memory growth shows
+    block_sizes: list[int] = field(default_factory=lambda: [64, 256, 1024, 2048])  # attention's and recurrence's
+    attention_batch_size: int = 8  # the same at every block size, so per-sequence memory growth shows (both sections)
     matmul_size: int = 2048  # n of the n x n matmul that measures this machine's FLOP/s
     json_path: Optional[str] = None  # default: bench.json in the run directory

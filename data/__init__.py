@@ -3,7 +3,7 @@
 from data.batches import check_fits, get_batch
 from data.cache import TokenData, prepare_tokens
 from data.errors import DataError
-from data.sources import DataConfig, Source, load_text
+from data.sources import DataConfig, Source, data_problems, load_text
 from data.tokenizer import TokenizerConfig, TokenizerKind, encode, encode_chunks, train_tokenizer
 
 __all__ = [
@@ -14,6 +14,7 @@ __all__ = [
     "TokenizerConfig",
     "TokenizerKind",
     "check_fits",
+    "data_problems",
     "encode",
     "encode_chunks",
     "get_batch",

@@ -1,4 +1,5 @@
-"""Where the training text comes from: the embedded Shakespeare, local text files, or a hub data set.
+"""Where the training text comes from: the embedded Shakespeare, local text files, a hub data set, or a text made on the
+fly (data=copy, data/synthetic.py).
 
 Each source opens as a Corpus: what identifies its text (cheap to get: the token cache is keyed by it) and a
 way to read the text in chunks, so a large corpus is never held in memory whole.
@@ -15,7 +16,9 @@ from huggingface_hub import constants as hub_constants
 
 from data.errors import DataError
 from data.shakespeare import plays_identity, shakespeare_text
+from data.synthetic import copy_identity, copy_problems, copy_text
 from data.textfiles import checked_paths, file_digest, text_chunks
+from data.tokenizer import TokenizerConfig
 
 HUB_ROWS_PER_CHUNK = 1000
 
@@ -24,6 +27,7 @@ class Source(Enum):
     shakespeare = "shakespeare"
     text = "text"
     hub = "hub"
+    copy = "copy"  # made on the fly: random blocks of data.distance letters, each repeated
 
 
 @dataclass
@@ -34,6 +38,7 @@ class DataConfig:
     subset: Optional[str] = None  # hub: the data set's configuration, if it has several
     split: str = "train"  # hub: the split to read
     text_column: str = "text"  # hub: the column that holds the text
+    distance: int = 16  # copy: the next token of a repeated block is the one this many positions back
     val_fraction: float = 0.1  # the last part of the text is held out for validation
     cache_dir: Optional[str] = None  # token cache; default $XDG_CACHE_HOME/tinylm or ~/.cache/tinylm
 
@@ -55,6 +60,13 @@ class Corpus:
             position += len(chunk)
 
 
+def data_problems(config: DataConfig, tokenizer: TokenizerConfig, block_size: int) -> list[str]:
+    """What cannot work in these data settings, one line each naming the setting (trainer/config.py's checks)."""
+    if config.source is Source.copy:
+        return copy_problems(config.distance, block_size, tokenizer.kind.value)
+    return []
+
+
 def open_corpus(config: DataConfig) -> Corpus:
     """The text config names, checked so far as that is cheap; faults in the text itself come up as it is read."""
     if config.source is Source.shakespeare:
@@ -62,6 +74,9 @@ def open_corpus(config: DataConfig) -> Corpus:
         return Corpus({"shakespeare": plays_identity()}, lambda: iter([text()]))
     if config.source is Source.text:
         return local_files(config.path)
+    if config.source is Source.copy:
+        text = functools.cache(copy_text)
+        return Corpus(copy_identity(config.distance), lambda: iter([text(config.distance)]))
     return hub_data_set(config)
 
 

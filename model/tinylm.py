@@ -1,16 +1,30 @@
-"""TinyLM: embeddings, n_layer pre-LayerNorm blocks of single-head self-attention (+ MLP), an LM head."""
+"""TinyLM: embeddings, n_layer pre-LayerNorm blocks of single-head self-attention (+ MLP), an LM head.
+
+The blocks can mix the positions with a recurrent layer instead (model.mixer=gru or lstm): the lesson's
+alternative, with the same embeddings, MLP and head around it.
+"""
 
 import logging
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
+from enum import Enum
 from typing import Optional
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from model.attention import AttentionResult, QKInit, SingleHeadSelfAttention
+from model.attention import AttentionResult, QKInit, SingleHeadSelfAttention, mask_value
 
 log = logging.getLogger(__name__)
+
+
+class Mixer(Enum):
+    """What mixes the positions in each block."""
+
+    attention = "attention"  # the lesson's single-head self-attention: every pair one hop apart
+    gru = "gru"  # torch.nn.GRU of width d_model: position t reads the past through h_{t-1}
+    lstm = "lstm"  # torch.nn.LSTM of width d_model, likewise, with its gated cell
 
 
 @dataclass
@@ -29,6 +43,58 @@ class ModelConfig:
     fused: bool = True  # train through F.scaled_dot_product_attention; false: the explicit reference path
     qk_norm: bool = False  # LayerNorm q and k over their d_k features: bounds the scores whatever W^Q, W^K become
     softcap: float = 0.0  # c > 0: scores become c tanh(s / c) before the mask (Gemma 2); takes the reference path
+    # What the mask writes over the future keys' scores: null (or -inf) is minus infinity, exactly zero weight; a finite
+    # number (minGPT's -1e4) replaces those scores, as minGPT and HF's GPT-2 did, and takes the reference path.
+    mask_value: Optional[float] = None
+    projections: bool = True  # W^Q, W^K, W^V and W^O; false: q = k = v = x, the weighted sum of the x_j themselves
+    mixer: Mixer = Mixer.attention  # gru or lstm: a recurrent layer in attention's place, the rest as it is
+
+
+def model_problems(config: ModelConfig) -> list[str]:
+    """The settings of `config` that cannot work (together), one line each naming the setting: trainer/config.py's
+    checks call this beside their own."""
+    problems = []
+    mask = mask_value(config)
+    if math.isnan(mask) or mask >= 0:
+        problems.append(
+            f"model.mask_value={config.mask_value}: must be negative: null or -inf (the true mask), or e.g. -1e4"
+        )
+    if not config.projections:
+        problems += [
+            f"model.{key}={getattr(config, key)}: must equal model.d_model={config.d_model} without projections "
+            "(model.projections=false): q, k and v are x itself"
+            for key in ("d_k", "d_v")
+            if getattr(config, key) != config.d_model
+        ]
+        if config.qk_norm:
+            problems.append("model.qk_norm=True: needs the projections; without them q = k = x, already layer-normed")
+    if config.mixer is not Mixer.attention:
+        attention_only = {
+            "causal": not config.causal,  # a recurrent layer reads only the past, however this is set
+            "mask_value": mask > -math.inf,
+            "projections": not config.projections,
+            "qk_norm": config.qk_norm,
+            "softcap": config.softcap != 0,
+        }
+        problems += [
+            f"model.{key}={getattr(config, key)}: applies to attention only, not to model.mixer={config.mixer.value}"
+            for key, set_here in attention_only.items()
+            if set_here
+        ]
+    return problems
+
+
+def stores_scores(config: ModelConfig) -> bool:
+    """Whether training keeps every layer's (T, T) scores and weights: the reference path, which a finite mask, the
+    softcap or model.fused=false take; the fused kernel keeps none, nor does a recurrent layer."""
+    finite_mask = config.causal and mask_value(config) > -math.inf
+    return config.mixer is Mixer.attention and (not config.fused or bool(config.softcap) or finite_mask)
+
+
+def reads_only_the_past(config: ModelConfig) -> bool:
+    """Whether the model's own forward pass is truly causal, so that the loss with the true mask forced on
+    (val/loss_causal) is its loss itself: a recurrent model, or attention masked with minus infinity."""
+    return config.mixer is not Mixer.attention or (config.causal and mask_value(config) == -math.inf)
 
 
 class MLP(nn.Sequential):
@@ -41,14 +107,26 @@ class MLP(nn.Sequential):
         )
 
 
+class Recurrence(nn.Module):
+    """A GRU or LSTM of width d_model over the sequence, in the attention layer's place: h_t = f(x_t, h_{t-1}), so
+    position t reads position t - d through d steps of the recurrence, and step t waits for step t - 1."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        layer = nn.GRU if config.mixer is Mixer.gru else nn.LSTM
+        self.rnn = layer(config.d_model, config.d_model, batch_first=True)  # PyTorch's own init
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.rnn(x)[0]  # every position's hidden state h_t, (B, T, d_model)
+
+
 class Block(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
-        self.ln_attn = nn.LayerNorm(config.d_model)
-        self.attn = SingleHeadSelfAttention(
-            config.d_model, config.d_k, config.d_v, scale=config.scale, causal=config.causal,
-            qk_init=config.qk_init, fused=config.fused, qk_norm=config.qk_norm, softcap=config.softcap,
-        )  # fmt: skip
+        self.ln_attn = nn.LayerNorm(config.d_model)  # before the mixer, attention or recurrence
+        attends = config.mixer is Mixer.attention
+        self.attn = SingleHeadSelfAttention(config) if attends else None
+        self.recurrence = None if attends else Recurrence(config)
         self.attn_dropout = nn.Dropout(config.dropout)
         self.ln_mlp = nn.LayerNorm(config.d_model) if config.mlp else None
         self.mlp = MLP(config) if config.mlp else None
@@ -56,7 +134,10 @@ class Block(nn.Module):
     def forward(
         self, x: Tensor, causal: Optional[bool] = None, capture: Optional[list[AttentionResult]] = None
     ) -> Tensor:
-        x = x + self.attn_dropout(self.attn(self.ln_attn(x), causal=causal, capture=capture))
+        """`causal` and `capture` as in TinyLM.forward; a recurrent block reads only the past and captures nothing."""
+        h = self.ln_attn(x)
+        mixed = self.recurrence(h) if self.attn is None else self.attn(h, causal=causal, capture=capture)
+        x = x + self.attn_dropout(mixed)
         if self.mlp is not None:
             x = x + self.mlp(self.ln_mlp(x))
         return x
@@ -68,11 +149,6 @@ class TinyLM(nn.Module):
         if config.vocab_size is None:
             raise ValueError("ModelConfig.vocab_size is not set (it comes from the tokenizer)")
         self.config = config
-        if config.softcap and config.fused:
-            log.info(
-                "model.softcap=%g: the fused attention kernel cannot cap scores; training takes the reference path",
-                config.softcap,
-            )
         self.token_embedding = nn.Embedding(config.vocab_size, config.d_model)
         self.position_embedding = nn.Embedding(config.block_size, config.d_model)
         self.dropout = nn.Dropout(config.dropout)
@@ -80,8 +156,15 @@ class TinyLM(nn.Module):
         self.ln_f = nn.LayerNorm(config.d_model)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         self.apply(gpt2_init)  # GPT-2 style everywhere, then W^Q and W^K back to what qk_init says
-        for block in self.blocks:
-            block.attn.reset_qk()
+        for layer in self.attention_layers():
+            layer.reset_qk()
+        if not self.lm_head.weight.is_meta:  # a model built on the meta device only counts parameters
+            for note in notes(self):
+                log.info(note)
+
+    def attention_layers(self) -> list[SingleHeadSelfAttention]:
+        """Each block's attention layer, in order: none in a recurrent model."""
+        return [block.attn for block in self.blocks if block.attn is not None]
 
     def forward(
         self,
@@ -94,8 +177,9 @@ class TinyLM(nn.Module):
         """Token ids (B, T) -> next-token logits (B, T, vocab_size); given targets (B, T), their loss instead.
 
         The loss goes through forward so that DistributedDataParallel, which wraps forward, sees it.
-        `causal` overrides config.causal: a model trained without the mask, evaluated with it, can no longer
-        read the answer. Given a `capture` list, every layer appends its AttentionResult to it, in order.
+        `causal` overrides config.causal: a model trained without the mask (or with a finite one), evaluated with the
+        true mask (causal=True: minus infinity), can no longer read the answer. Given a `capture` list, every
+        attention layer appends its AttentionResult to it, in order.
         """
         positions = torch.arange(idx.size(1), device=idx.device)
         x = self.dropout(self.token_embedding(idx) + self.position_embedding(positions))
@@ -128,6 +212,36 @@ class TinyLM(nn.Module):
             next_token = torch.multinomial(F.softmax(logits, dim=-1), 1, generator=generator)
             idx = torch.cat([idx, next_token], dim=1)
         return idx
+
+
+def parameters_of(config: ModelConfig) -> int:
+    """The parameters of a TinyLM with these settings, counted on the meta device (no memory, no time)."""
+    with torch.device("meta"):
+        return sum(p.numel() for p in TinyLM(config).parameters())
+
+
+def notes(model: TinyLM) -> list[str]:
+    """What a run's log says of the model beyond its settings: which path trains, what the mixer costs."""
+    config, lines = model.config, []
+    fused = config.fused and config.mixer is Mixer.attention  # asked for
+    if config.softcap and fused:
+        lines.append(
+            f"model.softcap={config.softcap:g}: the fused attention kernel cannot cap scores; training takes the "
+            "reference path"
+        )
+    if config.causal and mask_value(config) > -math.inf and fused:
+        lines.append(
+            f"model.mask_value={config.mask_value:g}: the fused kernel's causal mask is minus infinity; training "
+            "takes the reference path, which writes this value over the future keys' scores"
+        )
+    if config.mixer is not Mixer.attention:
+        own = sum(p.numel() for p in model.parameters())
+        attending = parameters_of(replace(config, mixer=Mixer.attention))
+        lines.append(
+            f"model.mixer={config.mixer.value}: {own:,} parameters; with attention in its place "
+            f"(model.mixer=attention) {attending:,}"
+        )
+    return lines
 
 
 def gpt2_init(module: nn.Module) -> None:

@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.profiler import profile
 
-from model import QKInit, SingleHeadSelfAttention, attention
+from model import ModelConfig, QKInit, SingleHeadSelfAttention, attention
 
 TOGGLES = [(scale, causal) for scale in (True, False) for causal in (True, False)]
 
@@ -86,9 +86,14 @@ def test_future_keys_get_exactly_zero_weight_even_when_every_score_is_far_below_
     torch.testing.assert_close(weights.sum(-1), torch.ones(4))
 
 
+def layer_of(**settings) -> SingleHeadSelfAttention:
+    """The layer a TinyLM with these settings builds (ModelConfig, whole)."""
+    return SingleHeadSelfAttention(ModelConfig(**settings))
+
+
 def make_layer(scale, causal, d_k=16, d_v=16, d_model=32, **options):
     torch.manual_seed(0)
-    layer = SingleHeadSelfAttention(d_model, d_k, d_v, scale=scale, causal=causal, qk_init=QKInit.unit, **options)
+    layer = layer_of(d_model=d_model, d_k=d_k, d_v=d_v, scale=scale, causal=causal, qk_init=QKInit.unit, **options)
     with torch.no_grad():
         for norm in (layer.q_norm, layer.k_norm):  # gains away from 1, so that a gain left out would show
             if isinstance(norm, nn.LayerNorm):
@@ -188,7 +193,7 @@ def test_softcap_layer_takes_the_reference_path_with_capped_scores(scale, causal
 
 def projected_std(qk_init, d_model=256, d_k=256):
     torch.manual_seed(0)
-    layer = SingleHeadSelfAttention(d_model, d_k, d_k, scale=True, causal=True, qk_init=qk_init)
+    layer = layer_of(d_model=d_model, d_k=d_k, d_v=d_k, qk_init=qk_init)
     x = torch.nn.functional.layer_norm(torch.randn(64, d_model), (d_model,))
     return layer.W_Q(x).std().item(), layer.W_K.weight.std().item()
 
@@ -215,8 +220,82 @@ def test_reweigh_mixes_the_values_with_the_weights_it_returns_and_the_layer_take
         q, k, v, reweigh=lambda weights: torch.zeros_like(weights).index_fill(-1, torch.tensor([0]), 1)
     )
     assert torch.allclose(first_key.output, v[:, :1].expand(-1, 5, -1))  # every query reads key 0 alone
-    layer = SingleHeadSelfAttention(8, 4, 4, scale=True, causal=True, qk_init=QKInit.unit)
+    layer = layer_of(d_model=8, d_k=4, d_v=4)
     x = torch.randn(2, 5, 8)
     silent = layer(x, reweigh=torch.zeros_like)  # no look at all: nothing mixed, W^O of zero is zero
     assert torch.equal(silent, torch.zeros_like(silent))
     assert torch.allclose(layer(x, reweigh=lambda weights: weights), layer(x), atol=1e-6)
+
+
+def test_a_finite_mask_replaces_the_future_scores_with_its_value_and_leaves_the_allowed_ones():
+    q, k, v = lesson_trace()
+    plain, finite = attention(q, k, v), attention(q, k, v, mask_value=-1e4)
+    future = torch.ones(3, 3, dtype=torch.bool).triu(diagonal=1)
+    assert (finite.scores[future] == -1e4).all()  # replaced, as minGPT and HF's GPT-2 did: not added
+    assert torch.equal(finite.scores[~future], plain.scores[~future])
+    torch.testing.assert_close(finite.weights, plain.weights)  # exp(-1e4) is 0 beside scores near 1
+
+
+def test_a_finite_mask_gives_the_future_the_weight_once_every_allowed_score_falls_below_it():
+    # The allowed scores at -20000: below -1e4, so the "masked" keys win; minus infinity still gives them nothing.
+    q, k, v = torch.full((4, 2), 100.0), torch.full((4, 2), -100.0), torch.randn(4, 3)
+    beaten = attention(q, k, v, scale=False, mask_value=-1e4).weights
+    assert beaten.triu(diagonal=1).sum(-1)[:-1].min() > 0.99  # every row with a future key reads the future
+    assert (attention(q, k, v, scale=False).weights.triu(diagonal=1) == 0).all()
+
+
+@pytest.mark.parametrize("mask_value", [None, float("-inf")])
+@pytest.mark.parametrize("scale, causal", TOGGLES)
+def test_fused_path_equals_reference_path_for_every_mask_value_both_can_write(scale, causal, mask_value):
+    # The fused kernel's is_causal writes minus infinity (null says the same); unmasked, no value is written at all.
+    layer, x = make_layer(scale, causal, mask_value=mask_value), torch.randn(3, 10, 32)
+    captured = []
+    torch.testing.assert_close(layer(x), layer(x, capture=captured), atol=1e-5, rtol=1e-5)
+    future = torch.ones(10, 10, dtype=torch.bool).triu(diagonal=1)
+    assert captured[0].scores[0][future].isneginf().all() == causal
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_a_finite_mask_trains_through_the_reference_path_whichever_kernel_is_asked_for(fused):
+    layer, x = make_layer(True, True, mask_value=-1e4, fused=fused), torch.randn(2, 12, 32)
+    with profile() as prof:
+        y = layer(x)
+        y.sum().backward()
+    assert "aten::_scaled_dot_product_flash_attention_for_cpu" not in {event.key for event in prof.key_averages()}
+    q, k, v = layer.project(x)
+    torch.testing.assert_close(y, layer.W_O(attention(q, k, v, mask_value=-1e4).output))
+
+
+def test_forcing_the_mask_on_writes_minus_infinity_whatever_the_layers_mask_value():
+    layer, x = make_layer(True, True, mask_value=-1e4), torch.randn(2, 12, 32)
+    with torch.no_grad():
+        layer.W_Q.weight.copy_(-1e5 * layer.W_K.weight)  # q_0 . k_0 = -1e5 |k_0|^2: row 0 scores below the mask
+    q, k, v = layer.project(x)
+    true_mask = layer.W_O(attention(q, k, v).output)
+    torch.testing.assert_close(layer(x, causal=True), true_mask)
+    assert not torch.allclose(layer(x), true_mask)  # its own mask lets the future in
+
+
+def test_a_training_forward_pass_on_the_reference_path_reads_what_its_mask_let_through():
+    layer, x = make_layer(True, True, mask_value=-1e4, fused=False).eval(), torch.randn(2, 12, 32)
+    with torch.no_grad():
+        layer.train()(x)
+    layer.eval()(x)
+    assert layer.reading is None  # neither an evaluation nor a sample (no gradient) is a training step
+    captured = []
+    layer.train()(x, capture=captured)
+    assert layer.reading.future_mass.item() == 0
+    assert layer.reading.allowed_min.item() == captured[0].scores.tril().min().item() > -1e4
+    with torch.no_grad():
+        layer.W_Q.weight.copy_(-1e5 * layer.W_K.weight)  # row 0's one allowed score below the mask
+    layer(x)
+    assert layer.reading.future_mass.item() > 0 and layer.reading.allowed_min.item() < -1e4
+
+
+def test_without_projections_the_layer_scores_x_i_dot_x_j_and_mixes_the_x_j_themselves():
+    for fused in (True, False):
+        layer, x = layer_of(d_model=32, d_k=32, d_v=32, projections=False, fused=fused), torch.randn(2, 12, 32)
+        assert list(layer.parameters()) == []  # no W^Q, W^K, W^V, W^O
+        q, k, v = layer.project(x)
+        assert q is x and k is x and v is x
+        torch.testing.assert_close(layer(x), attention(x, x, x).output, atol=1e-5, rtol=1e-5)

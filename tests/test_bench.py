@@ -9,11 +9,12 @@ from omegaconf import DictConfig
 from torch.utils.flop_counter import FlopCounterMode
 
 import bench
+from benchmark.recurrence import growth_fit, layer_pass, recurrence_summary
 from benchmark.report import check_targets
 from benchmark.settings import Section
 from benchmark.training import growth_exponent, training_flops_per_token
 from conftest import ROOT
-from model import ModelConfig, TinyLM
+from model import Mixer, ModelConfig, TinyLM
 from trainer.config import ConfigError
 
 
@@ -120,6 +121,8 @@ def test_bench_writes_every_section_to_json_and_prints_it_as_tables(bench_run):
         "throughput",
         "attention",
         "attention_summary",
+        "recurrence",
+        "recurrence_summary",
         "startup",
         "tokenization",
         "targets",
@@ -131,6 +134,13 @@ def test_bench_writes_every_section_to_json_and_prints_it_as_tables(bench_run):
     assert [(row["block_size"], row["fused"]) for row in results["attention"]] == [(1024, True), (1024, False)]
     assert all(row["step_ms"] > 0 and row["layer_ms"] > 0 for row in results["attention"])
     assert set(results["attention_summary"]["speedup"]) == {"step", "layer"}
+    assert [(row["kind"], row["length"]) for row in results["recurrence"]] == [
+        ("attention", 1024),
+        ("gru", 1024),
+        ("lstm", 1024),
+    ] and all(row["ms"] > 0 for row in results["recurrence"])
+    assert set(results["recurrence_summary"]["over_attention"]) == {"gru", "lstm"}
+    assert "| length | batch | attention ms | gru ms | lstm ms | gru / attention | lstm / attention |" in printed
     assert set(results["tokenization"]["mb_per_s"]) == {"bpe", "char"}
     assert 0 < results["startup"]["warm_s"] < 60 and 0 < results["startup"]["cold_s"] < 60
     assert "| training, full step (batch 32 x block 64), tokens/s |" in printed
@@ -153,3 +163,27 @@ def test_flops_per_token_is_what_torch_counts_on_the_reference_path():
         model(batch[:, :-1], batch[:, 1:]).backward()  # forward and backward, as a training step
     tokens = batch[:, :-1].numel()
     assert counter.get_total_flops() / tokens == training_flops_per_token(model) == 1_337_088
+
+
+def test_growth_fit_is_the_exponent_of_a_power_law_through_the_points():
+    assert growth_fit([64, 256, 1024], [1.0, 4.0, 16.0]) == pytest.approx(1.0)
+    assert growth_fit([64, 128, 256], [2.0, 8.0, 32.0]) == pytest.approx(2.0)
+
+
+def test_recurrence_summary_fits_each_kind_and_divides_each_recurrent_time_by_attentions():
+    ms = {("attention", 64): 1.0, ("attention", 256): 16.0, ("gru", 64): 10.0, ("gru", 256): 40.0}
+    rows = [{"kind": kind, "length": length, "ms": value} for (kind, length), value in ms.items()]
+    summary = recurrence_summary(rows)
+    assert summary["lengths"] == [64, 256] and summary["threads"] == torch.get_num_threads()
+    assert summary["exponent"] == {"attention": pytest.approx(2.0), "gru": pytest.approx(1.0)}
+    assert summary["over_attention"] == {"gru": {64: 10.0, 256: 2.5}}
+
+
+@pytest.mark.parametrize("kind", ["attention", "gru", "lstm"])
+def test_each_layer_pass_runs_forward_and_backward_at_the_same_width(kind):
+    config, _ = bench.to_bench_config(compose_bench("model.d_model=16", "model.d_k=16", "model.d_v=16"))
+    run = layer_pass(config, Mixer(kind), length=12, batch_size=2, device=torch.device("cpu"))
+    run()
+    layer_input = run.__closure__  # the pass holds its layer and its input, and gradients reach both
+    tensors = [cell.cell_contents for cell in layer_input if isinstance(cell.cell_contents, torch.Tensor)]
+    assert tensors and all(t.grad is not None and t.shape == (2, 12, 16) for t in tensors)

@@ -8,23 +8,35 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from torch.utils.tensorboard import SummaryWriter
 
 from data import TokenizerConfig, train_tokenizer
-from model import ModelConfig, TinyLM, attention
+from data.synthetic import copy_text, far_targets
+from model import Mixer, ModelConfig, TinyLM, attention
 from trainer.diagnostics import (
     attention_stats,
     entropy,
     future_mass,
     log_attention,
     log_grad_norms,
+    log_mask_readings,
     max_weight,
     probe_windows,
     saturated_frac,
+    self_weight,
     token_labels,
 )
-from trainer.evaluate import estimate_loss
+from trainer.evaluate import estimate_loss, far_loss
 from trainer.step import TrainStep
 
 TEXT = "To be, or not to be, that is the question:\nWhether 'tis nobler in the mind to suffer\n" * 20
-STATS = ["entropy", "max_weight", "saturated_frac", "jacobian_norm", "logit_std", "logit_max", "future_mass"]
+STATS = [
+    "entropy",
+    "max_weight",
+    "saturated_frac",
+    "jacobian_norm",
+    "logit_std",
+    "logit_max",
+    "future_mass",
+    "self_weight",
+]
 
 
 def uniform_causal(T: int) -> torch.Tensor:
@@ -55,11 +67,12 @@ def test_logit_stats_read_the_scaled_scores_and_ignore_masked_ones():
     # The largest scaled score, 10 / sqrt(4), sits above the diagonal: under the mask the softmax never sees it.
     q = torch.tensor([[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]])
     k = torch.tensor([[2.0, 0.0, 0.0, 0.0], [10.0, 4.0, 0.0, 0.0]])
-    unmasked = attention_stats(attention(q, k, torch.eye(2), causal=False))
-    masked = attention_stats(attention(q, k, torch.eye(2), causal=True))
+    unmasked = attention_stats(attention(q, k, torch.eye(2), causal=False), causal=False)
+    for mask_value in (float("-inf"), -1e4, 100.0):  # whatever the mask wrote over the future, it is left out
+        masked = attention_stats(attention(q, k, torch.eye(2), causal=True, mask_value=mask_value))
+        assert masked["logit_max"].item() == pytest.approx(2.0)  # of 1, 0 and 2 (the scaled scores j <= i)
+        assert masked["logit_std"].item() == pytest.approx(torch.tensor([1.0, 0.0, 2.0]).std().item())
     assert unmasked["logit_max"].item() == pytest.approx(5.0)
-    assert masked["logit_max"].item() == pytest.approx(2.0)  # of 1, 0 and 2 (the scaled scores j <= i)
-    assert masked["logit_std"].item() == pytest.approx(torch.tensor([1.0, 0.0, 2.0]).std().item())
 
 
 def tiny_model(**settings) -> TinyLM:
@@ -158,3 +171,94 @@ def test_log_grad_norms_records_every_layers_projection_gradients_before_clippin
             raw = getattr(twin.blocks[layer].attn, projection).weight.grad.norm().item()
             assert raw > 1e-3  # so clipping to 1e-3 would have shrunk it
             assert accumulator.Scalars(f"grad/{name}_norm{suffix}")[0].value == pytest.approx(raw, rel=1e-5)
+
+
+def test_self_weight_is_the_mean_weight_on_the_diagonal():
+    assert self_weight(torch.eye(4)).item() == 1.0
+    assert self_weight(uniform_causal(4)).item() == pytest.approx((1 + 1 / 2 + 1 / 3 + 1 / 4) / 4)
+    assert self_weight(torch.eye(4).roll(1, 0)).item() == 0.0  # each query on the key before it
+
+
+def test_without_projections_a_query_puts_more_weight_on_itself_than_with_them():
+    idx = torch.randint(40, (3, 16))
+    weights = {}
+    for projections in (True, False):
+        captured = []
+        tiny_model(projections=projections, d_k=32, d_v=32)(idx, capture=captured)
+        weights[projections] = attention_stats(captured[0])["self_weight"].item()
+    assert weights[False] > weights[True]  # |x_i|^2 is row i's largest score
+
+
+def test_val_causal_of_a_finite_mask_model_is_its_true_mask_twins_val_loss():
+    finite, true = tiny_model(mask_value=-1e4), tiny_model()
+    with torch.no_grad():
+        for model in (finite, true):
+            model.blocks[0].attn.W_Q.weight.copy_(-1e5 * model.blocks[0].attn.W_K.weight)  # the mask beaten
+    result = losses(finite)
+    assert result["val_causal"] != result["val"]
+    assert result["val_causal"] == pytest.approx(losses(true)["val"], rel=1e-6)
+
+
+def test_mask_readings_log_the_future_mass_the_smallest_allowed_score_and_its_margin_above_a_finite_mask(tmp_path):
+    idx = torch.randint(40, (4, 17))
+    kinds = {"finite": {"mask_value": -1e4, "fused": False}, "true": {"fused": False}, "fused": {}}
+    models = {name: tiny_model(**settings).train() for name, settings in kinds.items()}
+    for name, model in models.items():
+        with torch.no_grad():
+            model.blocks[0].attn.W_Q.weight.copy_(-1e5 * model.blocks[0].attn.W_K.weight)
+        model.loss(idx[:, :-1], idx[:, 1:]).backward()
+        with SummaryWriter(tmp_path / name) as writer:
+            log_mask_readings(writer, model, step=3)
+    finite, true = events(tmp_path / "finite"), events(tmp_path / "true")
+    assert finite.Scalars("attn/train_future_mass")[0].value > 0 == true.Scalars("attn/train_future_mass")[0].value
+    allowed_min = finite.Scalars("attn/train_allowed_min")[0].value
+    assert allowed_min < -1e4 and true.Scalars("attn/train_allowed_min")[0].value == allowed_min
+    assert finite.Scalars("attn/train_mask_margin")[0].value == pytest.approx(allowed_min + 1e4)
+    assert "attn/train_mask_margin" not in true.Tags()["scalars"]  # minus infinity: no margin to measure
+    assert not (tmp_path / "fused").exists() or events(tmp_path / "fused").Tags()["scalars"] == []
+
+
+def test_a_recurrent_model_gets_no_attention_diagnostics_and_no_error(tmp_path, tokenizer):
+    tokens = np.array(tokenizer.encode(TEXT).ids)
+    vocab_size = tokenizer.get_vocab_size()
+    model, idx = tiny_model(vocab_size=vocab_size, mixer=Mixer.gru).train(), torch.randint(vocab_size, (4, 17))
+    model.loss(idx[:, :-1], idx[:, 1:]).backward()
+    with SummaryWriter(tmp_path) as writer:
+        log_attention(writer, model, probe_windows(tokens, 16, seed=3, device=torch.device("cpu")), tokenizer, step=1)
+        log_grad_norms(writer, model, step=1)
+        log_mask_readings(writer, model, step=1)
+        writer.add_scalar("train/loss", 1.0, 1)
+    assert events(tmp_path).Tags()["scalars"] == ["train/loss"]
+
+
+def test_far_targets_mark_exactly_the_copied_letters_whose_original_is_in_the_window():
+    d, block_size = 5, 16
+    text = np.frombuffer(copy_text(d, 2000).encode(), dtype=np.uint8)
+    starts = torch.arange(0, 2000 - block_size - 1, 7)
+    far = far_targets(starts, block_size, d)
+    for start, row in zip(starts.tolist(), far):
+        for p in range(block_size):
+            target = start + p + 1
+            copied = (target % (2 * d + 1)) in range(d, 2 * d)
+            assert bool(row[p]) == (copied and p + 1 >= d)
+            if row[p]:
+                assert text[target] == text[target - d]
+
+
+def test_far_loss_is_the_loss_at_the_far_positions_only():
+    d, block_size = 4, 16
+    model = tiny_model(vocab_size=27)
+    letters = np.frombuffer(copy_text(d, 3000).encode(), dtype=np.uint8).astype(np.int64)
+    tokens = (letters - ord("a") + 1).clip(0)  # a line break is 0, a letter 1 to 26
+    train, val = tokens[:2000], tokens[2000:]
+    far = far_loss(model, val, len(train), d, batch_size=4, iters=2, seed=0, device=torch.device("cpu"))
+    generator = torch.Generator().manual_seed(0)
+    picked = []
+    for _ in range(2):
+        starts = torch.randint(len(val) - block_size, (4,), generator=generator)
+        windows = torch.from_numpy(val[starts.numpy()[:, None] + np.arange(block_size + 1)].astype(np.int64))
+        with torch.no_grad():
+            logits = model(windows[:, :-1])
+        losses = torch.nn.functional.cross_entropy(logits.transpose(1, 2), windows[:, 1:], reduction="none")
+        picked.append(losses[far_targets(2000 + starts, block_size, d)])
+    assert far == pytest.approx(torch.cat(picked).mean().item(), rel=1e-5)

@@ -1,18 +1,22 @@
 import csv
 import itertools
+import math
 import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from enum import Enum
 
 import pytest
 from hydra import compose, initialize_config_dir
 from hydra.types import RunMode
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from conftest import ROOT, compose_config
+from data import Source
 from model import QKInit
 from trainer.config import TrainConfig, to_train_config
+from trainer.overrides import PARSER
 
 # What each preset sweeps (the issue's grids): setting -> its values, in the order the jobs run.
 GRIDS = {
@@ -21,6 +25,9 @@ GRIDS = {
     "ablation": {"model.causal": [True, False], "model.scale": [True, False]},
     "init": {"model.qk_init": ["unit", "gpt2", "torch"], "model.scale": [True, False]},
     "lr_sensitivity": {"optim.lr": [1e-3, 2.5e-3, 6.3e-3, 1.6e-2, 4e-2, 1e-1], "model.qk_norm": [False, True]},
+    "finite_mask": {"model.mask_value": [-1e4, float("-inf")]},
+    "projections": {"model.projections": [True, False]},
+    "recurrence": {"data.distance": [4, 16, 32, 60], "model.mixer": ["attention", "gru"]},
 }
 
 # A sweep's jobs at a size that trains in a second or two.
@@ -35,10 +42,14 @@ def preset_hydra(preset: str) -> DictConfig:
 
 
 def sweep_grid(preset: str) -> dict[str, list]:
-    """The preset's hydra.sweeper.params, typed: {"model.scale": "true,false"} -> {"model.scale": [True, False]}."""
+    """The preset's hydra.sweeper.params, typed as Hydra's sweeper reads them: {"model.scale": "true,false"} ->
+    {"model.scale": [True, False]}, {"model.mask_value": "-1e4,-inf"} -> {"model.mask_value": [-1e4, -inf]}."""
     hydra = preset_hydra(preset)
     assert hydra.sweep.dir.startswith(f"multirun/{preset}/")  # each experiment's sweeps side by side
-    return {key: list(OmegaConf.create(f"[{values}]")) for key, values in hydra.sweeper.params.items()}
+    return {
+        key: list(PARSER.parse_overrides([f"{key}={values}"])[0].sweep_iterator())
+        for key, values in hydra.sweeper.params.items()
+    }
 
 
 def preset_jobs(preset: str) -> Iterator[tuple[dict, TrainConfig]]:
@@ -70,7 +81,7 @@ def test_every_job_of_every_preset_composes_into_the_schema(preset):
         for key, value in job.items():
             section, name = key.split(".")
             setting = getattr(getattr(config, section), name)
-            assert (setting.value if isinstance(setting, QKInit) else setting) == value
+            assert (setting.value if isinstance(setting, Enum) else setting) == value
 
 
 @pytest.mark.parametrize("preset", sorted(GRIDS))
@@ -91,6 +102,20 @@ def test_saturation_presets_fix_what_they_do_not_sweep(preset, d_k, qk_init):
     config = to_train_config(compose_config(f"+experiment={preset}"))
     assert d_k is None or config.model.d_k == d_k
     assert qk_init is None or config.model.qk_init is QKInit(qk_init)
+
+
+def test_the_finite_mask_preset_crosses_minus_1e4_with_minus_infinity_on_the_reference_path_at_lr_0_1():
+    for job, config in preset_jobs("finite_mask"):
+        assert config.model.fused is False and config.optim.lr == 0.1  # lr_sensitivity's plain scores pass 10^4 here
+        assert config.model.mask_value == job["model.mask_value"] and config.model.causal
+    assert math.isinf(GRIDS["finite_mask"]["model.mask_value"][1])
+
+
+def test_the_recurrence_preset_trains_on_the_copy_text_and_plots_against_the_distance():
+    for job, config in preset_jobs("recurrence"):
+        assert config.data.source is Source.copy and config.data.distance == job["data.distance"]
+        assert config.data.distance <= config.model.block_size == 64
+    assert preset_hydra("recurrence").callbacks.sweep_summary.x == "data.distance"
 
 
 @pytest.mark.slow

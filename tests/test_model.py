@@ -4,7 +4,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from model import ModelConfig, QKInit, TinyLM
+from model import Mixer, ModelConfig, QKInit, TinyLM, model_problems, parameters_of, reads_only_the_past, stores_scores
 
 
 def tiny_model(**settings) -> TinyLM:
@@ -120,3 +120,95 @@ def test_softcap_on_the_fused_path_says_once_that_training_takes_the_reference_p
     assert [record.getMessage() for record in caplog.records] == [
         "model.softcap=30: the fused attention kernel cannot cap scores; training takes the reference path"
     ]
+
+
+def test_forcing_the_mask_on_a_finite_mask_model_gives_the_true_masks_twin():
+    idx = torch.randint(20, (2, 16))
+    finite, true = tiny_model(mask_value=-1e4, n_layer=2), tiny_model(n_layer=2)
+    with torch.no_grad():
+        for model in (finite, true):
+            for layer in model.attention_layers():
+                layer.W_Q.weight.copy_(-1e5 * layer.W_K.weight)  # each row 0 scores itself far below -1e4
+    torch.testing.assert_close(finite(idx, causal=True), true(idx), atol=0, rtol=0)
+    assert (finite(idx) - true(idx)).abs().amax() > 1e-3  # its own mask is beaten: the future gets in
+
+
+@pytest.mark.parametrize("mixer", [Mixer.gru, Mixer.lstm])
+def test_a_recurrent_model_reads_only_the_past_and_has_no_attention_layers(mixer):
+    model = tiny_model(mixer=mixer, n_layer=2)
+    assert model.attention_layers() == [] and reads_only_the_past(model.config)
+    before, after = logits_before_and_after_changing_the_future(model, 7)
+    torch.testing.assert_close(before, after, atol=0, rtol=0)
+    captured = []
+    model(torch.randint(20, (2, 16)), capture=captured, causal=False)  # nothing to capture, no mask to lift
+    assert captured == []
+
+
+def test_a_recurrent_model_keeps_the_embeddings_mlp_and_head_and_says_both_parameter_counts(caplog):
+    with caplog.at_level(logging.INFO, logger="model.tinylm"):
+        gru = tiny_model(mixer=Mixer.gru)
+    attending = tiny_model()
+    shared = {name for name, _ in attending.named_parameters() if ".attn." not in name}
+    assert shared <= {name for name, _ in gru.named_parameters()}
+    own, other = (sum(p.numel() for p in model.parameters()) for model in (gru, attending))
+    assert parameters_of(gru.config) == own and parameters_of(attending.config) == other
+    assert [record.getMessage() for record in caplog.records] == [
+        f"model.mixer=gru: {own:,} parameters; with attention in its place (model.mixer=attention) {other:,}"
+    ]
+
+
+def test_without_projections_a_layer_has_no_weights_and_the_model_trains():
+    model = tiny_model(projections=False, d_k=32, d_v=32).train()
+    assert set(model.blocks[0].attn.state_dict()) == set()
+    assert parameters_of(model.config) == parameters_of(tiny_model(d_k=32, d_v=32).config) - 4 * 32 * 32
+    idx = torch.randint(20, (4, 17))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    before = model.loss(idx[:, :-1], idx[:, 1:])
+    before.backward()
+    optimizer.step()
+    assert model.loss(idx[:, :-1], idx[:, 1:]).item() < before.item()
+
+
+def test_a_finite_mask_on_the_fused_path_says_once_that_training_takes_the_reference_path(caplog):
+    with caplog.at_level(logging.INFO, logger="model.tinylm"):
+        tiny_model(mask_value=-1e4, n_layer=2)
+        tiny_model(mask_value=-1e4, fused=False)
+        tiny_model(mask_value=float("-inf"))
+        parameters_of(ModelConfig(vocab_size=20, mask_value=-1e4))  # counting on the meta device says nothing
+    assert [record.getMessage() for record in caplog.records] == [
+        "model.mask_value=-10000: the fused kernel's causal mask is minus infinity; training takes the reference "
+        "path, which writes this value over the future keys' scores"
+    ]
+
+
+@pytest.mark.parametrize(
+    "settings, problem",
+    [
+        ({"mask_value": float("nan")}, "model.mask_value=nan: must be negative"),
+        ({"mask_value": 0.0}, "model.mask_value=0.0: must be negative"),
+        ({"mask_value": float("inf")}, "model.mask_value=inf: must be negative"),
+        ({"projections": False, "d_k": 16}, "model.d_k=16: must equal model.d_model=32 without projections"),
+        ({"projections": False, "d_k": 32, "d_v": 8}, "model.d_v=8: must equal model.d_model=32 without projections"),
+        ({"projections": False, "d_k": 32, "d_v": 32, "qk_norm": True}, "model.qk_norm=True: needs the projections"),
+        (
+            {"mixer": Mixer.gru, "causal": False},
+            "model.causal=False: applies to attention only, not to model.mixer=gru",
+        ),
+        ({"mixer": Mixer.lstm, "mask_value": -1e4}, "model.mask_value=-10000.0: applies to attention only"),
+        ({"mixer": Mixer.gru, "softcap": 5.0}, "model.softcap=5.0: applies to attention only"),
+    ],
+)
+def test_each_setting_that_cannot_work_gets_one_line_naming_it(settings, problem):
+    config = ModelConfig(vocab_size=20, block_size=16, d_model=32, d_k=32, d_v=32)
+    problems = model_problems(replace(config, **settings))
+    assert len(problems) == 1 and problems[0].startswith(problem), problems
+    assert model_problems(config) == [] and model_problems(replace(config, mask_value=float("-inf"))) == []
+
+
+@pytest.mark.parametrize(
+    "settings, stores",
+    [({}, False), ({"fused": False}, True), ({"softcap": 5.0}, True), ({"mask_value": -1e4}, True),
+     ({"mask_value": -1e4, "causal": False}, False), ({"mixer": Mixer.gru}, False)],
+)  # fmt: skip
+def test_stores_scores_says_which_settings_train_through_the_reference_path(settings, stores):
+    assert stores_scores(replace(ModelConfig(), **settings)) is stores

@@ -57,3 +57,40 @@ def test_a_run_is_labelled_by_what_its_command_line_set_paths_and_presets_left_o
         assert recorder.label == "model.d_k=64" and recorder.hparams == ["model.d_k"]
     with Recorder(run, tmp_path / "plain", resumed=False) as recorder:  # nothing set: the lesson's switches
         assert recorder.label == "model.scale=True model.causal=True model.d_k=16" and recorder.hparams == SWITCHES
+
+
+def built(*settings: str):
+    """A run built as train.py builds it, but not trained: its model as initialised."""
+    return build_run(to_train_config(compose_config(*settings)), Ranks())
+
+
+TINY_COPY = ["data=copy", "data.distance=4", "model.block_size=16", "model.d_model=16", "model.d_k=16",
+             "model.d_v=16", "trainer.batch_size=4", "trainer.eval_iters=2", "trainer.sample_tokens=5"]  # fmt: skip
+
+
+@pytest.mark.parametrize("mixer", ["attention", "gru"])
+def test_an_evaluation_on_the_copy_text_logs_the_loss_where_the_far_token_decides(tmp_path, cache_dir, mixer):
+    run = built(*TINY_COPY, f"data.cache_dir={cache_dir}", f"model.mixer={mixer}")
+    with Recorder(run, tmp_path, resumed=False) as recorder:
+        recorder.evaluation(step=5, losses={"train": 3.0, "val": 3.5, "val_causal": 3.5})
+        recorder.flush()
+    recorded = events(tmp_path)
+    ((step, far),) = curve(recorded, "val/loss_far")
+    assert step == 5 and 0 < far < 5  # about ln 26 before any training
+    attention_tags = [tag for tag in recorded.Tags()["scalars"] if tag.startswith("attn/")]
+    assert bool(attention_tags) == (mixer == "attention")  # a recurrent model has none, and no error
+
+
+def test_a_training_window_logs_what_the_mask_let_through_in_that_steps_forward_pass(run, tmp_path, cache_dir):
+    finite = built(*TINY_COPY, f"data.cache_dir={cache_dir}", "model.mask_value=-1e4")
+    x, y = finite.batch()
+    finite.model.train().loss(x, y)  # the training forward pass: the reference path keeps its reading
+    with Recorder(finite, tmp_path / "finite", resumed=False) as recorder:
+        recorder.training(step=10, lr=1e-3, steps=5, loss_sum=12.5)
+    recorded = events(tmp_path / "finite")
+    assert curve(recorded, "attn/train_future_mass") == [(10, 0.0)]  # healthy scores never reach -1e4
+    ((_, margin),) = curve(recorded, "attn/train_mask_margin")
+    assert margin == pytest.approx(curve(recorded, "attn/train_allowed_min")[0][1] + 1e4)
+    with Recorder(run, tmp_path / "fused", resumed=False) as recorder:  # the fused kernel keeps no reading
+        recorder.training(step=10, lr=1e-3, steps=5, loss_sum=12.5)
+    assert not [tag for tag in events(tmp_path / "fused").Tags()["scalars"] if tag.startswith("attn/train_")]

@@ -1,9 +1,11 @@
 """What the attention does, for TensorBoard: statistics of its weights and scores, its pattern, its gradients.
 
 The statistics read the reference path's AttentionResult (the fused kernel returns no weights). Tags name
-layer 0 plainly and add the index for the others: attn/entropy, attn/entropy/1, ...
+layer 0 plainly and add the index for the others: attn/entropy, attn/entropy/1, ... A recurrent model
+(model.mixer=gru or lstm) has no attention weights: it gets none of these tags.
 """
 
+import math
 import textwrap
 from collections.abc import Callable
 from functools import partial
@@ -45,14 +47,24 @@ def future_mass(weights: Tensor) -> Tensor:
     return weights.triu(diagonal=1).sum(-1).mean()
 
 
-def fed_scores(scores: Tensor) -> Tensor:
-    """The scaled scores the softmax could weight, flat: masked (-inf) entries are left out."""
-    return scores[scores.isfinite()]
+def self_weight(weights: Tensor) -> Tensor:
+    """Mean over query rows i of a_ii, the weight a query puts on its own key (row 0 of a causal layer has only it:
+    1). Spread evenly over the keys j <= i it is the mean of 1 / (i + 1): 0.074 at T = 64."""
+    return weights.diagonal(dim1=-2, dim2=-1).mean()
 
 
-def attention_stats(result: AttentionResult) -> dict[str, Tensor]:
-    """Every statistic of one layer, still on the device, keyed by its tag's last part."""
-    weights, scores = result.weights, fed_scores(result.scores)
+def fed_scores(scores: Tensor, causal: bool = True) -> Tensor:
+    """The scaled scores the softmax could weight, flat: the masked ones (above the diagonal of a causal layer,
+    whatever value the mask wrote there) are left out."""
+    if not causal:
+        return scores.flatten()
+    T = scores.size(-1)
+    return scores[torch.ones(T, T, dtype=torch.bool, device=scores.device).tril().expand(scores.shape)]
+
+
+def attention_stats(result: AttentionResult, causal: bool = True) -> dict[str, Tensor]:
+    """Every statistic of one layer (masked as `causal` says), still on the device, keyed by its tag's last part."""
+    weights, scores = result.weights, fed_scores(result.scores, causal)
     return {
         "entropy": entropy(weights),
         "max_weight": max_weight(weights),
@@ -61,6 +73,7 @@ def attention_stats(result: AttentionResult) -> dict[str, Tensor]:
         "logit_std": scores.std(),
         "logit_max": scores.max(),
         "future_mass": future_mass(weights),
+        "self_weight": self_weight(weights),  # without projections x_i . x_i = |x_i|^2 tends to win
     }
 
 
@@ -93,6 +106,9 @@ def log_attention(
     `label` and the step, its weights on the first window's first PATTERN_TOKENS tokens (attn/pattern), all through
     the reference path. `draw` runs the drawing of each image: here and now by default; the recorder hands it to a
     thread, so that matplotlib works while the next steps train."""
+    layers = model.attention_layers()
+    if not layers:
+        return  # a recurrent model: no attention to read
     was_training = model.training
     model.eval()
     results, pattern_results = [], []
@@ -102,12 +118,15 @@ def log_attention(
     model.train(was_training)
 
     labels = token_labels(tokenizer, snippet.tolist())
-    for layer, (result, pattern) in enumerate(zip(results, pattern_results)):
-        stats = attention_stats(result)
+    for layer, (attn, result, pattern) in enumerate(zip(layers, results, pattern_results)):
+        stats = attention_stats(result, attn.causal)
         write_scalars(writer, {layer_tag(f"attn/{name}", layer): value for name, value in stats.items()}, step)
-        writer.add_histogram(layer_tag("attn/logits", layer), fed_scores(result.scores).float().cpu(), step)
-        title = f"layer {layer}, step {step}" + (f": {label}" if label else "")
+        writer.add_histogram(
+            layer_tag("attn/logits", layer), fed_scores(result.scores, attn.causal).float().cpu(), step
+        )
         weights = pattern.weights[0].detach().float().cpu()
+        itself = f"mean a_ii {self_weight(weights).item():.2f}"  # the diagonal's weight, a query on itself
+        title = f"layer {layer}, step {step}, {itself}" + (f": {label}" if label else "")
         draw(partial(add_pattern, writer, layer_tag("attn/pattern", layer), weights, labels, title, step))
 
 
@@ -116,12 +135,31 @@ def add_pattern(writer: SummaryWriter, tag: str, weights: Tensor, labels: list[s
 
 
 def log_grad_norms(writer: SummaryWriter, model: TinyLM, step: int) -> None:
-    """grad/wq_norm, grad/wk_norm, grad/wv_norm of each layer: call after backward, before clipping."""
+    """grad/wq_norm, grad/wk_norm, grad/wv_norm of each layer: call after backward, before clipping. Layers without
+    projections have none."""
     norms = {}
-    for layer, block in enumerate(model.blocks):
-        for name, projection in (("wq", block.attn.W_Q), ("wk", block.attn.W_K), ("wv", block.attn.W_V)):
+    for layer, attn in enumerate(model.attention_layers()):
+        for name, projection in (("wq", attn.W_Q), ("wk", attn.W_K), ("wv", attn.W_V)) if attn.projections else ():
             norms[layer_tag(f"grad/{name}_norm", layer)] = projection.weight.grad.norm()
-    write_scalars(writer, norms, step)
+    if norms:
+        write_scalars(writer, norms, step)
+
+
+def log_mask_readings(writer: SummaryWriter, model: TinyLM, step: int) -> None:
+    """What each causal layer's mask let through in the training forward pass of `step` (the reference path keeps
+    it: attention.MaskReading): attn/train_future_mass, the mean weight on future keys (0 under minus infinity);
+    attn/train_allowed_min, the smallest score the softmax was fed at an allowed key; and where the mask is finite,
+    attn/train_mask_margin, how far that score sits above the mask value (below 0, a future key outscores it)."""
+    values = {}
+    for layer, attn in enumerate(model.attention_layers()):
+        if attn.reading is None:
+            continue  # the fused kernel trained, or the layer is unmasked
+        values[layer_tag("attn/train_future_mass", layer)] = attn.reading.future_mass
+        values[layer_tag("attn/train_allowed_min", layer)] = attn.reading.allowed_min
+        if attn.mask_value > -math.inf:
+            values[layer_tag("attn/train_mask_margin", layer)] = attn.reading.allowed_min - attn.mask_value
+    if values:
+        write_scalars(writer, values, step)
 
 
 def token_labels(tokenizer: Tokenizer, ids: list[int]) -> list[str]:

@@ -19,8 +19,11 @@ from torch.utils.tensorboard import SummaryWriter
 from torch.utils.tensorboard.summary import hparams
 from tqdm import tqdm
 
+from data import Source
+from model import reads_only_the_past
 from trainer.config import TrainConfig, plain_config
-from trainer.diagnostics import log_attention, log_grad_norms
+from trainer.diagnostics import log_attention, log_grad_norms, log_mask_readings
+from trainer.evaluate import far_loss
 from trainer.overrides import (
     SWITCHES,
     flatten,
@@ -83,6 +86,7 @@ class Recorder:
         self.writer.add_scalar("train/loss", train_loss, step)
         self.writer.add_scalar("train/lr", lr, step)
         self.writer.add_scalar("perf/tokens_per_sec", tokens_per_sec, step)
+        log_mask_readings(self.writer, self.run.model, step)  # what this step's forward pass let through the mask
         self.progress.set_postfix(loss=f"{train_loss:.3f}", tok_s=f"{tokens_per_sec:,.0f}", refresh=False)
         self.clock_started = time.perf_counter()
 
@@ -95,11 +99,18 @@ class Recorder:
 
     def evaluation(self, step: int, losses: dict[str, float]) -> None:
         """Both splits' losses, what the attention does and what the model writes now."""
-        leak = "" if self.run.config.model.causal else f" (with the causal mask forced on: {losses['val_causal']:.4f})"
+        config = self.run.config
+        honest = reads_only_the_past(config.model)  # its val/loss_causal is its val/loss
+        leak = "" if honest else f" (with the causal mask forced on: {losses['val_causal']:.4f})"
+        if config.data.source is Source.copy:
+            losses = losses | {"val_far": self.far_loss()}
+            leak += f", {losses['val_far']:.4f} where the next token is the one {config.data.distance} back"
         log.info("step %d: train loss %.4f, val loss %.4f%s", step, losses["train"], losses["val"], leak)
         self.writer.add_scalar("train/loss_eval", losses["train"], step)
         self.writer.add_scalar("val/loss", losses["val"], step)
         self.writer.add_scalar("val/loss_causal", losses["val_causal"], step)  # what a leaky model really knows
+        if "val_far" in losses:
+            self.writer.add_scalar("val/loss_far", losses["val_far"], step)  # data=copy: where the far token decides
         log_attention(
             self.writer,
             self.run.model,
@@ -110,6 +121,17 @@ class Recorder:
             lambda job: self.drawn.append(self.drawing.submit(job)),
         )
         self.writer.add_text("sample", sample_markdown(self.run.sample(), f"step {step} · {self.label}"), step)
+
+    def far_loss(self) -> float:
+        """data=copy's val/loss_far, over as many windows as an evaluation reads (trainer/evaluate.py far_loss). The
+        char tokenizer gives a token per character, so the val split starts at token len(train) of the text."""
+        run, settings = self.run, self.run.config.trainer
+        data, distance = run.data, run.config.data.distance
+        seed = settings.seed + 3  # windows of their own, the same at every evaluation
+        windows = settings.batch_size, settings.eval_iters
+        return far_loss(
+            run.model, data.val, len(data.train), distance, *windows, seed, run.ranks.device, settings.precision
+        )
 
     def flush(self) -> None:
         """Everything recorded so far on disk, the figures being drawn included."""

@@ -2,32 +2,48 @@
 Scalars layout that puts the lesson's comparisons on shared axes."""
 
 # Final values of these make a run's row in the sweep summary and its metrics in TensorBoard's HParams tab, whose
-# first columns are the headline ones.
+# first columns are the headline ones. A run that does not log a tag (only data=copy logs val/loss_far, only the
+# reference path attn/train_*, no recurrent model attn/*) leaves its cell empty.
 FINAL_TAGS = [
     "val/loss",
     "val/loss_causal",
+    "val/loss_far",
     "attn/entropy",
     "attn/saturated_frac",
     "attn/jacobian_norm",
     "attn/logit_max",
+    "attn/self_weight",
+    "attn/train_future_mass",
+    "attn/train_mask_margin",
     "train/loss",
 ]
 
-# TensorBoard's Custom Scalars dashboard: each chart draws its tags (regular expressions) for every run on one set of
-# axes, so a leak sweep shows the loss a model reports beside the honest one (mask forced on).
+
+def chart(*tags: str) -> list:
+    """A Custom Scalars chart: these tags (regular expressions, matched whole) of every run on one set of axes."""
+    return ["Multiline", [f"^{tag}$" for tag in tags]]
+
+
+# TensorBoard's Custom Scalars dashboard: each chart draws its tags for every run on one set of axes, so a leak sweep
+# shows the loss a model reports beside the honest one (mask forced on).
 LAYOUT = {
     "the lesson": {
-        "leak: val/loss (reported) and val/loss_causal (mask forced on)": [
-            "Multiline", ["^val/loss$", "^val/loss_causal$"]
-        ],
-        "saturation: attention entropy, nats (0: every query reads one key)": ["Multiline", ["^attn/entropy$"]],
-        "saturation: the gradient the softmax passes (Jacobian norm)": ["Multiline", ["^attn/jacobian_norm$"]],
+        "leak: val/loss (reported) and val/loss_causal (mask forced on)": chart("val/loss", "val/loss_causal"),
+        "saturation: attention entropy, nats (0: every query reads one key)": chart("attn/entropy"),
+        "saturation: the gradient the softmax passes (Jacobian norm)": chart("attn/jacobian_norm"),
+        "finite mask: weight on future keys in the training forward pass": chart("attn/train_future_mass"),
+        "finite mask: smallest allowed score above the mask value (below 0: the future wins)": chart(
+            "attn/train_mask_margin"
+        ),
+        "finite mask: smallest allowed score the softmax is fed": chart("attn/train_allowed_min"),
+        "projections: the weight a query puts on itself (the diagonal)": chart("attn/self_weight"),
+        "recurrence: loss where the next token is the one data.distance back": chart("val/loss_far"),
     },
     "what the attention does": {
-        "largest attention logit (scaled score)": ["Multiline", ["^attn/logit_max$"]],
-        "share of queries with a max weight above 0.99": ["Multiline", ["^attn/saturated_frac$"]],
-        "weight on future keys (0 under the causal mask)": ["Multiline", ["^attn/future_mass$"]],
-        "train/loss": ["Multiline", ["^train/loss$"]],
+        "largest attention logit (scaled score)": chart("attn/logit_max"),
+        "share of queries with a max weight above 0.99": chart("attn/saturated_frac"),
+        "weight on future keys (0 under the causal mask)": chart("attn/future_mass"),
+        "train/loss": chart("train/loss"),
         "gradient norms of W^Q, W^K, W^V before clipping": ["Multiline", ["^grad/"]],
     },
-}  # fmt: skip
+}

@@ -1,0 +1,47 @@
+"""The lesson's claims that the finite_mask, projections and recurrence presets measure, each pinned by its direction
+on a tiny run (not its size: the presets' sizes are in docs/experiments.md)."""
+
+import pytest
+
+from conftest import curve, events, short_run
+
+# A tiny copy task: windows of 16 tokens, distances 2 and 14, 200 steps.
+COPY = ["data=copy", "model.block_size=16", "model.d_model=32", "model.d_k=32", "model.d_v=32", "optim.lr=1e-2",
+        "trainer.max_steps=200", "trainer.eval_interval=100", "trainer.eval_iters=8"]  # fmt: skip
+
+
+def final(run_dir, tag: str) -> float:
+    return curve(events(run_dir), tag)[-1][1]
+
+
+@pytest.mark.slow
+def test_a_finite_mask_the_scores_reach_is_beaten_in_training_and_minus_infinity_never_is(tmp_path, cache_dir):
+    # -2 stands in for -1e4 at a size where the scores reach it in 60 steps; both train through the reference path.
+    for name, mask in (("finite", "-2"), ("true", "-inf")):
+        short_run(tmp_path / name, cache_dir, "model.fused=false", f"model.mask_value={mask}")
+    finite, true = events(tmp_path / "finite"), events(tmp_path / "true")
+    assert max(value for _, value in curve(finite, "attn/train_future_mass")) > 0  # the future got weight
+    assert min(value for _, value in curve(finite, "attn/train_mask_margin")) < 0  # an allowed score below -2
+    assert {value for _, value in curve(true, "attn/train_future_mass")} == {0.0}
+    assert "attn/train_mask_margin" not in true.Tags()["scalars"]
+    # Evaluated with the true mask too: for minus infinity that is its own loss.
+    assert curve(true, "val/loss_causal") == curve(true, "val/loss")
+    assert [step for step, _ in curve(finite, "val/loss_causal")] == [0, 30, 60]
+
+
+@pytest.mark.slow
+def test_without_projections_each_query_puts_more_weight_on_itself(tmp_path, cache_dir):
+    for projections in (True, False):
+        short_run(tmp_path / str(projections), cache_dir, f"model.projections={projections}", "model.d_k=64",
+                  "model.d_v=64")  # fmt: skip
+    assert final(tmp_path / "False", "attn/self_weight") > final(tmp_path / "True", "attn/self_weight")
+
+
+@pytest.mark.slow
+def test_recurrence_reads_a_token_2_back_better_than_one_14_back_and_logs_no_attention(tmp_path, cache_dir):
+    for distance in (2, 14):
+        short_run(tmp_path / str(distance), cache_dir, *COPY, "model.mixer=gru", f"data.distance={distance}")
+    assert final(tmp_path / "2", "val/loss_far") < final(tmp_path / "14", "val/loss_far")
+    tags = events(tmp_path / "2").Tags()["scalars"]
+    assert {"val/loss", "val/loss_causal", "val/loss_far", "train/loss"} <= set(tags)
+    assert not [tag for tag in tags if tag.startswith(("attn/", "grad/"))]  # no attention to read
