@@ -195,17 +195,7 @@ def tab_process(tmp_path_factory) -> dict:
 
 @pytest.mark.parametrize(
     "module",
-    [
-        *TRAINING_MACHINERY[:-1],
-        pytest.param(
-            "torch.utils.tensorboard",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="trainer/diagnostics.py imports SummaryWriter at its top; the change asked of its owner moves "
-                "it under TYPE_CHECKING (then this passes: remove the mark)",
-            ),
-        ),
-    ],
+    TRAINING_MACHINERY,
 )
 def test_the_tabs_process_needs_no_training_machinery(tab_process, module):
     assert (tab_process["runs"], tab_process["strips"], tab_process["written"]) == (["run"], 1, 5)

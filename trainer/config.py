@@ -15,7 +15,9 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from data import DataConfig, TokenizerConfig, TokenizerKind
+from data.sources import data_problems
 from model import ModelConfig
+from model.tinylm import model_problems
 
 log = logging.getLogger("tinylm")
 
@@ -196,8 +198,10 @@ def check_values(config: TrainConfig) -> None:
         problems.append(
             ("tokenizer.vocab_size", "applies to tokenizer=bpe only; a char vocabulary is the text's characters")
         )
-    if problems:
-        raise ConfigError("; ".join(f"{key}={value(key)}: {problem}" for key, problem in problems))
+    # The model's and the data's own checks (model/tinylm.py, data/sources.py), worded already, each naming its setting.
+    worded = model_problems(config.model) + data_problems(config.data, config.tokenizer, config.model.block_size)
+    if problems or worded:
+        raise ConfigError("; ".join([f"{key}={value(key)}: {problem}" for key, problem in problems] + worded))
     if config.optim.warmup_steps > config.trainer.max_steps:
         log.warning(
             "optim.warmup_steps=%d is longer than the run: the learning rate rises over all %d steps",

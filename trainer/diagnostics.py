@@ -15,13 +15,13 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer
 from torch import Tensor
-from torch.utils.tensorboard import SummaryWriter
 
 from data import get_batch
-
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
 from model import AttentionResult, TinyLM, softmax_jacobian_norm
+
+if TYPE_CHECKING:  # the readers of trained runs (viewer/) use these functions without TensorBoard's writer
+    from matplotlib.figure import Figure
+    from torch.utils.tensorboard import SummaryWriter
 
 PROBE_WINDOWS = 8  # validation windows the statistics average over: enough rows, little time
 PATTERN_TOKENS = 24  # the pattern image shows the first window's first tokens: labels readable in a thumbnail
@@ -81,7 +81,7 @@ def layer_tag(name: str, layer: int) -> str:
     return name if layer == 0 else f"{name}/{layer}"
 
 
-def write_scalars(writer: SummaryWriter, values: dict[str, Tensor], step: int) -> None:
+def write_scalars(writer: "SummaryWriter", values: dict[str, Tensor], step: int) -> None:
     # One transfer for all of them: reading each value on its own would wait for the device every time.
     for tag, value in zip(values, torch.stack(list(values.values())).tolist()):
         writer.add_scalar(tag, value, step)
@@ -94,7 +94,7 @@ def probe_windows(val_tokens: np.ndarray, block_size: int, seed: int, device: to
 
 @torch.no_grad()
 def log_attention(
-    writer: SummaryWriter,
+    writer: "SummaryWriter",
     model: TinyLM,
     windows: Tensor,
     tokenizer: Tokenizer,
@@ -130,11 +130,11 @@ def log_attention(
         draw(partial(add_pattern, writer, layer_tag("attn/pattern", layer), weights, labels, title, step))
 
 
-def add_pattern(writer: SummaryWriter, tag: str, weights: Tensor, labels: list[str], title: str, step: int) -> None:
+def add_pattern(writer: "SummaryWriter", tag: str, weights: Tensor, labels: list[str], title: str, step: int) -> None:
     writer.add_figure(tag, pattern_figure(weights, labels, title), step)
 
 
-def log_grad_norms(writer: SummaryWriter, model: TinyLM, step: int) -> None:
+def log_grad_norms(writer: "SummaryWriter", model: TinyLM, step: int) -> None:
     """grad/wq_norm, grad/wk_norm, grad/wv_norm of each layer: call after backward, before clipping. Layers without
     projections have none."""
     norms = {}
@@ -145,7 +145,7 @@ def log_grad_norms(writer: SummaryWriter, model: TinyLM, step: int) -> None:
         write_scalars(writer, norms, step)
 
 
-def log_mask_readings(writer: SummaryWriter, model: TinyLM, step: int) -> None:
+def log_mask_readings(writer: "SummaryWriter", model: TinyLM, step: int) -> None:
     """What each causal layer's mask let through in the training forward pass of `step` (the reference path keeps
     it: attention.MaskReading): attn/train_future_mass, the mean weight on future keys (0 under minus infinity);
     attn/train_allowed_min, the smallest score the softmax was fed at an allowed key; and where the mask is finite,

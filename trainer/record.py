@@ -7,6 +7,7 @@ which rank it runs on. A Recorder is a context manager: its files are closed on 
 import logging
 import os
 import shlex
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -15,6 +16,7 @@ from functools import partial
 from pathlib import Path
 
 from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
+from tensorboard.summary.writer.event_file_writer import _AsyncWriterThread
 from torch.utils.tensorboard import SummaryWriter
 from torch.utils.tensorboard.summary import hparams
 from tqdm import tqdm
@@ -37,6 +39,17 @@ from trainer.run import TrainingRun
 from trainer.tags import FINAL_TAGS, LAYOUT
 
 log = logging.getLogger("tinylm")
+thread_excepthook = threading.excepthook
+
+
+def quiet_writer_thread(args: threading.ExceptHookArgs) -> None:
+    """TensorBoard's writer thread prints its own traceback when the disk fills; the same OSError comes back on the
+    main thread at the next flush, where train.py's train() names it in one line (trainer/checkpoint.py)."""
+    if not (isinstance(args.thread, _AsyncWriterThread) and isinstance(args.exc_value, OSError)):
+        thread_excepthook(args)
+
+
+threading.excepthook = quiet_writer_thread
 
 
 class Recorder:

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from model import TinyLM
+from model import TinyLM, reads_only_the_past
 from trainer.diagnostics import token_labels
 from viewer.checkpoints import Trained
 from viewer.readings import Reading
@@ -78,7 +78,9 @@ class Predictions:
 
 
 def is_causal(model: TinyLM) -> bool:
-    return all(block.attn.causal for block in model.blocks)
+    """Whether the model's forward reads only the past: else a second strip puts the true mask back (a finite
+    mask value too: the future may have beaten it)."""
+    return reads_only_the_past(model.config)
 
 
 def predict(trained: Trained, reading: Reading, layer: int = 0, temperature: float = 1.0) -> Predictions:

@@ -8,6 +8,7 @@ from torch import Tensor
 
 from data.errors import DataError
 from data.tokenizer import encode_known
+from model.tinylm import Mixer
 from trainer.diagnostics import SATURATED, entropy, future_mass, max_weight, token_labels
 from viewer.checkpoints import Trained
 from viewer.trace import LayerTrace, trace_forward
@@ -37,6 +38,12 @@ class Reading:
 
 def read(trained: Trained, text: str, setting: str = "text") -> Reading:
     """The trace of `text` (its first block_size tokens); a DataError naming `setting` for a text it cannot read."""
+    mixer = trained.model.config.mixer
+    if mixer is not Mixer.attention:
+        raise DataError(
+            f"this run mixes the positions with a recurrence (model.mixer={mixer.value}): it has no "
+            "attention weights to show"
+        )
     if not text:
         raise DataError(f"{setting}: empty; give the text whose attention to show")
     if len(text) > MAX_CHARS:

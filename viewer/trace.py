@@ -57,7 +57,8 @@ def trace_forward(model: TinyLM, ids: list[int]) -> tuple[list[LayerTrace], Tens
     for block, x in zip(model.blocks, inputs):
         layer = block.attn
         q, k, v = (part[0].float().cpu() for part in layer.project(x))
-        result = attention(q, k, v, scale=layer.scale, causal=layer.causal, softcap=layer.softcap)
+        settings = {"scale": layer.scale, "causal": layer.causal, "softcap": layer.softcap}
+        result = attention(q, k, v, **settings, mask_value=layer.mask_value)  # the value this run's mask writes
         raw = q @ k.T  # step 1 on its own: attention() returns the scores after scaling and the mask
         flags = layer.scale, layer.causal, layer.softcap, q.size(-1)
         traces.append(LayerTrace(raw, result.scores, result.weights, v, result.output, *flags))
