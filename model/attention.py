@@ -50,7 +50,7 @@ def attention(
         scores = softcap * torch.tanh(scores / softcap)  # cap: near-linear for small scores, never beyond c
     if causal:
         future = future_keys(scores.size(-1), scores.device)
-        scores = scores.masked_fill(future, mask_value)  # mask: keys j > i get -inf, so exactly zero weight
+        scores = scores.masked_fill(future, mask_value)  # mask: keys j > i get -inf, zero weight (or a finite stand-in)
     weights = F.softmax(scores, dim=-1)  # softmax over the keys
     if reweigh is not None:
         weights = reweigh(weights)  # a counterfactual look: other weights, the same values
