@@ -119,7 +119,7 @@ def evaluate(run: TrainingRun, recorder: Recorder | NullRecorder, checkpointer: 
         losses = estimate_loss(
             run.model, splits, settings.batch_size, settings.eval_iters, seed, ranks.device, settings.precision
         )
-        losses = ranks.mean(losses)
+        losses = ranks.mean(losses | run.far_loss())  # data=copy: also the loss where the far token decides
         recorder.evaluation(run.step, losses)
         checkpointer.evaluated()
     return losses

@@ -18,7 +18,7 @@ ROWS = [
     (["model.dk=3"], "model.dk: Key 'dk' not in 'ModelConfig'"),
     (["+model.heads=2"], "model.heads: Key 'heads' not in 'ModelConfig'"),
     (["model.d_k=abc"], "model.d_k: Value 'abc' of type 'str' could not be converted to Integer"),
-    (["data=wiki"], "In 'train': Could not find 'data/wiki' Available options in 'data': hub shakespeare text"),
+    (["data=wiki"], "In 'train': Could not find 'data/wiki' Available options in 'data': copy hub shakespeare text"),
     (["model.d_model=0"], "model.d_model=0: must be positive"),
     (["model.d_k=-8"], "model.d_k=-8: must be positive"),
     (["model.d_v=0"], "model.d_v=0: must be positive"),

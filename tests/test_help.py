@@ -11,7 +11,7 @@ from conftest import ROOT, compose_config
 
 SETTING = re.compile(r"  (?P<key>[a-z_]+\.[a-z_]+)=(?P<default>\S+) {2,}\S")  # "  model.d_k=128    what it is"
 PRESET = re.compile(r"  python train\.py \+experiment=(?P<name>\w+) +(?P<time>\d+ (s|min)( \d+ s)?)  +\S")
-MAX_LINES = 50  # it fits a terminal
+MAX_LINES = 55  # one screen of a terminal
 
 
 @pytest.fixture(scope="module")

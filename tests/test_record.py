@@ -42,7 +42,7 @@ def test_a_training_window_is_logged_as_its_mean_loss_its_learning_rate_and_its_
 
 def test_an_evaluation_is_logged_with_what_the_attention_does_and_a_sample(run, tmp_path):
     with Recorder(run, tmp_path, resumed=False) as recorder:
-        recorder.evaluation(step=5, losses={"train": 3.0, "val": 3.5, "val_causal": 3.5})
+        recorder.evaluation(step=5, losses={"train": 3.0, "val": 3.5, "val_causal": 3.5} | run.far_loss())
         recorder.flush()
     recorded = events(tmp_path)
     assert curve(recorded, "val/loss") == [(5, 3.5)] and curve(recorded, "val/loss_causal") == [(5, 3.5)]
@@ -72,7 +72,7 @@ TINY_COPY = ["data=copy", "data.distance=4", "model.block_size=16", "model.d_mod
 def test_an_evaluation_on_the_copy_text_logs_the_loss_where_the_far_token_decides(tmp_path, cache_dir, mixer):
     run = built(*TINY_COPY, f"data.cache_dir={cache_dir}", f"model.mixer={mixer}")
     with Recorder(run, tmp_path, resumed=False) as recorder:
-        recorder.evaluation(step=5, losses={"train": 3.0, "val": 3.5, "val_causal": 3.5})
+        recorder.evaluation(step=5, losses={"train": 3.0, "val": 3.5, "val_causal": 3.5} | run.far_loss())
         recorder.flush()
     recorded = events(tmp_path)
     ((step, far),) = curve(recorded, "val/loss_far")

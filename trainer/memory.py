@@ -10,7 +10,7 @@ from typing import Optional
 import torch
 
 from data import TokenizerKind
-from model import ModelConfig, TinyLM
+from model import ModelConfig, TinyLM, stores_scores
 from model.tinylm import Block
 from trainer.config import ConfigError, TrainConfig
 
@@ -46,7 +46,7 @@ def parameter_count(model: ModelConfig) -> int:
     """TinyLM's parameters for these settings, counted on the meta device (no memory): one layer built whole,
     the others as many times one block, so a huge n_layer costs no time either."""
     with torch.device("meta"):
-        one_layer = sum(p.numel() for p in TinyLM(replace(model, n_layer=1, softcap=0.0)).parameters())  # quiet
+        one_layer = sum(p.numel() for p in TinyLM(replace(model, n_layer=1)).parameters())
         block = sum(p.numel() for p in Block(model).parameters())
     return one_layer + (model.n_layer - 1) * block
 
@@ -58,7 +58,7 @@ def needs(config: TrainConfig, vocab_size: int) -> tuple[list[Need], list[Need]]
     parameters = parameter_count(replace(model, vocab_size=vocab_size))
     tokens = trainer.batch_size // trainer.grad_accum_steps * model.block_size  # of one micro-batch
     per_token = model.n_layer * (13 * model.d_model + 2 * model.d_k + 2 * model.d_v) + 3 * vocab_size
-    scores = 0 if model.fused and not model.softcap else 3 * model.n_layer * model.block_size  # the explicit path
+    scores = 3 * model.n_layer * model.block_size if stores_scores(model) else 0  # the reference path's (T, T)
     windows = trainer.batch_size * (model.block_size + 1)
     device = [
         Need(

@@ -21,11 +21,9 @@ from torch.utils.tensorboard import SummaryWriter
 from torch.utils.tensorboard.summary import hparams
 from tqdm import tqdm
 
-from data import Source
 from model import reads_only_the_past
 from trainer.config import TrainConfig, plain_config
 from trainer.diagnostics import log_attention, log_grad_norms, log_mask_readings
-from trainer.evaluate import far_loss
 from trainer.overrides import (
     SWITCHES,
     flatten,
@@ -115,8 +113,7 @@ class Recorder:
         config = self.run.config
         honest = reads_only_the_past(config.model)  # its val/loss_causal is its val/loss
         leak = "" if honest else f" (with the causal mask forced on: {losses['val_causal']:.4f})"
-        if config.data.source is Source.copy:
-            losses = losses | {"val_far": self.far_loss()}
+        if "val_far" in losses:
             leak += f", {losses['val_far']:.4f} where the next token is the one {config.data.distance} back"
         log.info("step %d: train loss %.4f, val loss %.4f%s", step, losses["train"], losses["val"], leak)
         self.writer.add_scalar("train/loss_eval", losses["train"], step)
@@ -134,17 +131,6 @@ class Recorder:
             lambda job: self.drawn.append(self.drawing.submit(job)),
         )
         self.writer.add_text("sample", sample_markdown(self.run.sample(), f"step {step} · {self.label}"), step)
-
-    def far_loss(self) -> float:
-        """data=copy's val/loss_far, over as many windows as an evaluation reads (trainer/evaluate.py far_loss). The
-        char tokenizer gives a token per character, so the val split starts at token len(train) of the text."""
-        run, settings = self.run, self.run.config.trainer
-        data, distance = run.data, run.config.data.distance
-        seed = settings.seed + 3  # windows of their own, the same at every evaluation
-        windows = settings.batch_size, settings.eval_iters
-        return far_loss(
-            run.model, data.val, len(data.train), distance, *windows, seed, run.ranks.device, settings.precision
-        )
 
     def flush(self) -> None:
         """Everything recorded so far on disk, the figures being drawn included."""

@@ -12,12 +12,13 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from data import TokenData, check_fits, get_batch, prepare_tokens
+from data import Source, TokenData, check_fits, get_batch, prepare_tokens
 from model import TinyLM
 from trainer.checkpoint import checkpoint_state, restore_rng_states
 from trainer.config import ConfigError, TrainConfig
 from trainer.diagnostics import probe_windows
 from trainer.distributed import Ranks, allow_tf32
+from trainer.evaluate import far_loss
 from trainer.optim import make_optimizer
 from trainer.resume import check_same_data, trained_on
 from trainer.step import TrainStep, check_precision, grad_scaler
@@ -47,6 +48,27 @@ class TrainingRun:
         return get_batch(
             self.data.train, settings.batch_size, self.config.model.block_size, self.batch_generator, self.ranks.device
         )
+
+    def far_loss(self) -> dict[str, float]:
+        """data=copy's val/loss_far (trainer/evaluate.py far_loss) as {"val_far": loss}, over as many windows as an
+        evaluation reads, the same at every evaluation; {} for other texts. The char tokenizer gives a token per
+        character, so the val split starts at token len(train) of the text."""
+        if self.config.data.source is not Source.copy:
+            return {}
+        settings, data = self.config.trainer, self.data
+        windows = settings.batch_size, settings.eval_iters
+        seed = self.ranks.seed(settings.seed + 3)  # windows of their own
+        loss = far_loss(
+            self.model,
+            data.val,
+            len(data.train),
+            self.config.data.distance,
+            *windows,
+            seed,
+            self.ranks.device,
+            settings.precision,
+        )
+        return {"val_far": loss}
 
     def sample(self) -> str:
         """What the model writes after a line break, the same draw at every call."""
