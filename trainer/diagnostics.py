@@ -30,8 +30,9 @@ VISIBLE_WHITESPACE = str.maketrans({" ": "␣", "\n": "↵", "\t": "⇥"})
 
 
 def entropy(weights: Tensor) -> Tensor:
-    """Mean over query rows of -sum_j a_ij log a_ij, in nats; masked keys (a_ij = 0) add 0, not nan."""
-    return -torch.special.xlogy(weights, weights).sum(-1).mean()
+    """Mean over query rows of -sum_j a_ij log a_ij, in nats; masked keys (a_ij = 0) add 0, not nan. A one-hot row
+    gives 0, not -0 (0 - 0, where negating would print "-0.000")."""
+    return 0.0 - torch.special.xlogy(weights, weights).sum(-1).mean()
 
 
 def max_weight(weights: Tensor) -> Tensor:
