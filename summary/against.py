@@ -54,22 +54,30 @@ def sweep_lines(runs: list[Run], key: str) -> tuple[list[SweepLine], LegendEntri
     return [SweepLine(look, group) for look, group in zip(encoding.looks, groups.values())], encoding.legend
 
 
+def logged_tags(runs: list[Run] | list[Configuration]) -> list[str]:
+    """The FINAL_TAGS with a final value in at least one run (an unfinished one's counts: it is drawn)."""
+    every = [*runs, *unfinished_runs(runs)]
+    return [tag for tag in FINAL_TAGS if any(item.final(tag) is not None for item in every)]
+
+
 def tick_label(value: float) -> str:
     return str(value) if isinstance(value, int) else f"{value:.3g}"
 
 
 def plot_against(runs: list[Run] | list[Configuration], key: str, path: Path) -> None:
-    """Each final value (FINAL_TAGS) in a panel of its own, against `key`; the last cell holds the legend."""
+    """Each final value (FINAL_TAGS) some run logged in a panel of its own, against `key`; the last cell holds the
+    legend. A tag no run logged (val/loss_far outside data=copy) gets no panel: an empty one would read as a fault."""
     lines, legend = sweep_lines(runs, key)
     values = values_of(runs, key)
-    rows = math.ceil((len(FINAL_TAGS) + 1) / COLUMNS)
+    tags = logged_tags(runs)
+    rows = math.ceil((len(tags) + 1) / COLUMNS)
     figure = Figure(figsize=(3.2 * COLUMNS, 2.6 * rows))
     # Fixed margins: a layout engine would measure every tick label of every panel, twice the drawing time.
     seeds = seeds_note(runs).replace("lines", "points").replace("bands", "error bars")
     top = 0.86 - 0.04 * bool(seeds)  # room for the title's third line
     spacing = {"left": 0.05, "right": 0.99, "bottom": 0.1, "top": top, "wspace": 0.3, "hspace": 0.55}
     cells = list(figure.subplots(rows, COLUMNS, gridspec_kw=spacing).flat)
-    for tag, axes in zip(FINAL_TAGS, cells):
+    for tag, axes in zip(tags, cells):
         for line in lines:
             points = [(run.settings[key], run.final(tag), run) for run in line.runs if run.final(tag) is not None]
             if points:
@@ -87,10 +95,6 @@ def plot_against(runs: list[Run] | list[Configuration], key: str, path: Path) ->
                 axes.plot(*zip(*stopped), "o", color=line.look.color, markerfacecolor="white", markersize=6)
         axes.set_title(tag, fontsize="medium")
         axes.set_xlabel(key)
-        if not axes.has_data():
-            axes.text(0.5, 0.5, "not logged", ha="center", va="center", transform=axes.transAxes)
-            axes.set(xticks=[], yticks=[])
-            continue
         if values[0] > 0 and values[-1] >= 10 * values[0]:
             axes.set_xscale("log")
         if len(values) <= MARKED:
@@ -98,10 +102,10 @@ def plot_against(runs: list[Run] | list[Configuration], key: str, path: Path) ->
             axes.xaxis.set_minor_locator(NullLocator())  # only the swept values are marked
         if tag in LOG_Y and all(min(line.get_ydata()) > 0 for line in axes.lines):
             axes.set_yscale("log")
-    for axes in cells[len(FINAL_TAGS) :]:
+    for axes in cells[len(tags) :]:
         axes.axis("off")
     if legend:
-        add_legend(cells[len(FINAL_TAGS)], legend, loc="upper left")
+        add_legend(cells[len(tags)], legend, loc="upper left")
     note = " (open markers: runs that stopped before trainer.max_steps)" if unfinished_runs(runs) else ""
     shared = textwrap.fill(" ".join(shared_overrides(runs)), 160)
     figure.suptitle(f"final values against {key}{note}\n{shared}{seeds}".strip(), fontsize="small")

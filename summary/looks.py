@@ -1,9 +1,11 @@
 """How a figure tells runs apart: one colour per value of the compared setting, one line style per switch value.
 
 Among the keys the runs sweep, a boolean one (a switch: model.scale) gives the line style, true solid and false
-dashed; the others give the colour. Where every key is a switch, the first gives the colour and the second the style,
-unless a figure prefers a switch for the style (model.causal, whose unmasked runs get a third, dotted line). A lone
-switch gives both. Runs the keys cannot tell apart (no overrides, or the same ones twice) get a colour each instead.
+dashed; the others give the colour. Where no key is a switch, a key of two values that are not numbers
+(model.mixer=attention,gru) gives the style instead, its first value solid. Where every key could, the first gives the
+colour and the second the style, unless a figure prefers a switch for the style (model.causal, whose unmasked runs
+get a third, dotted line). A lone such key gives both. A sweep with no such key has one line style, and its legend
+names none. Runs the keys cannot tell apart (no overrides, or the same ones twice) get a colour each instead.
 """
 
 from dataclasses import dataclass
@@ -40,8 +42,8 @@ def encode(runs: list[Run], keys: list[str], style_first: str | None = None) -> 
         colours = palette(len(runs))
         return Encoding([Look(colour) for colour in colours], [(run.name, Look(c)) for run, c in zip(runs, colours)])
 
-    switches = [key for key in keys if all(isinstance(run.settings.get(key), bool) for run in runs)]
-    style_key = style_key_of(keys, switches, style_first) or (keys[0] if keys == switches else None)  # a lone switch
+    style_key = style_key_of(runs, keys, style_first)
+    styles = line_styles(runs, style_key)
     colour_keys = [key for key in keys if key != style_key] or keys
     colour_values = [tuple(run.settings.get(key) for key in colour_keys) for run in runs]
     distinct = list({repr(values): values for values in colour_values}.values())  # in order of appearance
@@ -50,27 +52,52 @@ def encode(runs: list[Run], keys: list[str], style_first: str | None = None) -> 
         distinct.sort()
     colour_of = {repr(values): colour for values, colour in zip(distinct, palette(len(distinct), numbers))}
     looks = [
-        Look(colour_of[repr(values)], LINESTYLES[run.settings[style_key]] if style_key else "-")
+        Look(colour_of[repr(values)], styles.get(repr(run.settings.get(style_key)), "-"))
         for run, values in zip(runs, colour_values)
     ]
     legend: LegendEntries = [(", ".join(colour_keys), None)]
     for values in distinct:
-        label = ", ".join("not set" if value is None else as_word(value) for value in values)
-        legend.append(
-            (label, Look(colour_of[repr(values)], LINESTYLES[values[0]] if colour_keys == [style_key] else "-"))
-        )
-    if style_key not in colour_keys:
-        legend += [(style_key, None)] + [(as_word(value), Look(NEUTRAL, LINESTYLES[value])) for value in (True, False)]
+        label = ", ".join(word(value) for value in values)
+        style = styles[repr(values[0])] if colour_keys == [style_key] else "-"
+        legend.append((label, Look(colour_of[repr(values)], style)))
+    if style_key is not None and style_key not in colour_keys:
+        values = {repr(run.settings.get(style_key)): run.settings.get(style_key) for run in runs}
+        legend += [(style_key, None)] + [(word(values[key]), Look(NEUTRAL, style)) for key, style in styles.items()]
     return Encoding(looks, legend)
 
 
-def style_key_of(keys: list[str], switches: list[str], preferred: str | None) -> str | None:
-    """The switch that gives the line style while another key gives the colour; None where there is none."""
-    if len(keys) < 2 or not switches:
+def word(value: Any) -> str:
+    return "not set" if value is None else as_word(value)
+
+
+def style_key_of(runs: list[Run], keys: list[str], preferred: str | None) -> str | None:
+    """The key that gives the line style (see the module's doc); None where no key can."""
+    switches = [key for key in keys if all(isinstance(run.settings.get(key), bool) for run in runs)]
+    pairs = [key for key in keys if is_pair(runs, key)]
+    candidates = switches or pairs  # a switch first: true solid and false dashed reads without a legend
+    if not candidates:
         return None
+    if len(keys) == 1:
+        return keys[0]  # a lone one gives both colour and style
     if preferred in switches:
         return preferred
-    return keys[1] if switches == keys else switches[0]
+    return keys[1] if candidates == keys else candidates[0]
+
+
+def is_pair(runs: list[Run], key: str) -> bool:
+    """Whether the runs give `key` two values, neither a number (attention, gru): two line styles tell them apart."""
+    values = {repr(run.settings.get(key)): run.settings.get(key) for run in runs}
+    return len(values) == 2 and not any(is_number(value) for value in values.values())
+
+
+def line_styles(runs: list[Run], key: str | None) -> dict[str, str]:
+    """repr(value) -> its line style: a switch's true solid and false dashed, else the first value seen solid."""
+    if key is None:
+        return {}
+    values = list({repr(run.settings.get(key)): run.settings.get(key) for run in runs}.values())
+    if all(isinstance(value, bool) for value in values):
+        return {repr(value): LINESTYLES[value] for value in (True, False)}
+    return {repr(value): style for value, style in zip(values, LINESTYLES.values())}
 
 
 def palette(count: int, ordered: bool = False) -> list:
