@@ -4,6 +4,12 @@
     python report.py outputs/2025-01-01 multirun/leak --out compare    # several directories: the files go to compare/
     python report.py multirun/lr_sensitivity/2025-01-01_12-00-00 --x optim.lr   # + summary_optim.lr.png
 
+Or, instead of the summary, one figure of the runs, into --figure FILE (else curves.png or patterns.png in --out):
+
+    python report.py multirun/finite_mask/DATE --curves attn/train_allowed_min,val/loss_causal-val/loss \\
+        --mark attn/train_allowed_min=-1e4:mask --seeds lines --figure mask.png   # tags by step; A-B: a difference
+    python report.py RUN_A RUN_B --patterns 500 --figure patterns.png   # their attention pictures at step 500
+
 Every directory under the given ones that holds an events file is a run. A damaged events file (what a crash can
 leave) gets one warning line: an unreadable one is skipped, a truncated one read up to the cut.
 """
@@ -18,8 +24,9 @@ import yaml
 from hydra.errors import OverrideParseException
 from tensorboard.compat.tensorflow_stub.errors import OpError
 
+from summary.figures import Mark
 from summary.runs import SummaryError, find_runs
-from summary.summarize import summarize
+from summary.summarize import draw_chosen, draw_patterns, summarize
 from trainer.cli import one_line_errors, run_with_one_line_errors
 from trainer.overrides import PARSER
 
@@ -30,6 +37,16 @@ RECORD = {"config.yaml": dict, "overrides.yaml": list}
 X_HELP = (
     "a swept number (optim.lr) to plot the final values against, into summary_KEY.png (default: every swept number "
     "with 3 values or more)"
+)
+CURVES_HELP = (
+    "instead of the summary: these tags against the step, a panel each (A-B: tag A less tag B where both were "
+    "logged, val/loss_causal-val/loss), into --figure FILE or curves.png in --out"
+)
+MARK_HELP = "with --curves: a reference line across TAG's panel at VALUE, labelled LABEL (default: VALUE); repeatable"
+SEEDS_HELP = "with --curves: a configuration of seeds as its mean in its min-max band (default), or a line per seed"
+PATTERNS_HELP = (
+    "instead of the summary: each run's attention picture (attn/pattern) at STEP, side by side, into --figure FILE "
+    "or patterns.png in --out"
 )
 
 
@@ -45,7 +62,52 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("dirs", nargs="+", type=Path, metavar="DIR", help="a run, a sweep, or any directory of runs")
     parser.add_argument("--out", type=Path, help="where to write the files (default: the first DIR)")
     parser.add_argument("--x", metavar="KEY", help=X_HELP)
-    return parser.parse_args()
+    figures = parser.add_mutually_exclusive_group()
+    figures.add_argument("--curves", metavar="TAG,TAG,A-B", type=specs, help=CURVES_HELP)
+    figures.add_argument("--patterns", metavar="STEP", type=int, help=PATTERNS_HELP)
+    parser.add_argument("--mark", metavar="TAG=VALUE[:LABEL]", action="append", type=mark, default=[], help=MARK_HELP)
+    parser.add_argument("--seeds", choices=["band", "lines"], help=SEEDS_HELP)
+    parser.add_argument("--layer", type=int, help="with --patterns: the layer whose pictures (default 0)")
+    parser.add_argument("--figure", metavar="FILE", type=Path, help="with --curves or --patterns: the PNG to write")
+    args = parser.parse_args()
+    figure = args.curves is not None or args.patterns is not None
+    misplaced = [
+        ("--x", args.x is not None and figure, "the summary, not with --curves or --patterns"),
+        ("--mark", args.mark and args.curves is None, "--curves"),
+        ("--seeds", args.seeds is not None and args.curves is None, "--curves"),
+        ("--layer", args.layer is not None and args.patterns is None, "--patterns"),
+        ("--figure", args.figure is not None and not figure, "--curves or --patterns"),
+    ]
+    for option, wrong, belongs in misplaced:
+        if wrong:
+            parser.error(f"{option} goes with {belongs}")
+    if args.figure is not None and args.figure.suffix.lower() != ".png":
+        parser.error(f"--figure {args.figure}: name a .png file")
+    unknown = [tag for tag, _ in args.mark if tag not in (args.curves or [])]
+    if unknown:
+        parser.error(f"--mark {unknown[0]}: not one of the --curves")
+    return args
+
+
+def specs(text: str) -> list[str]:
+    """--curves' tags: comma-separated, none empty."""
+    found = [spec.strip() for spec in text.split(",")]
+    if not all(found):
+        raise argparse.ArgumentTypeError(f"{text!r}: an empty tag; give tags separated by commas")
+    return found
+
+
+def mark(text: str) -> tuple[str, Mark]:
+    """--mark TAG=VALUE[:LABEL] as (TAG, its Mark)."""
+    tag, equals, rest = text.partition("=")
+    value, _, label = rest.partition(":")
+    try:
+        number = float(value)
+    except ValueError:
+        number = None
+    if not equals or not tag or number is None:
+        raise argparse.ArgumentTypeError(f"{text!r}: not TAG=VALUE[:LABEL] (attn/train_allowed_min=-1e4:the mask)")
+    return tag, Mark(number, label or value)
 
 
 def main() -> None:
@@ -60,6 +122,9 @@ def main() -> None:
         check_names(runs, out)
         for run_dir in runs:
             check_record(run_dir)
+        if args.curves is not None or args.patterns is not None:
+            print(write_figure(args, out))
+            return
         written = write_summary(args.dirs, out, args.x)
         print(written[1].read_text())
         print("\n".join(map(str, written)))
@@ -105,6 +170,23 @@ def a_kind(value: object) -> str:
     name = {dict: "mapping", list: "list", str: "string", int: "number", float: "number", bool: "boolean"}
     kind = name.get(type(value), type(value).__name__)
     return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind} ({str(value)[:40]})"
+
+
+def write_figure(args: argparse.Namespace, out: Path) -> Path:
+    """The one figure asked for, into --figure or its default name in `out`; a write that fails without a file's
+    name names the figure's."""
+    path = args.figure or out / ("curves.png" if args.curves is not None else "patterns.png")
+    try:
+        if args.curves is None:
+            return draw_patterns(args.dirs, args.patterns, args.layer or 0, path)
+        marks: dict[str, list[Mark]] = {}
+        for tag, found in args.mark:
+            marks.setdefault(tag, []).append(found)
+        return draw_chosen(args.dirs, args.curves, path, marks, per_seed=args.seeds == "lines")
+    except OSError as error:
+        if error.filename is None and error.errno:
+            raise SummaryError(f"{path}: the figure cannot be written ({error.strerror})") from None
+        raise
 
 
 def write_summary(dirs: list[Path], out: Path, x: str | None) -> list[Path]:

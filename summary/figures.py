@@ -1,15 +1,23 @@
-"""The sweep summary as a figure: summary.png, the curves of every run against the step."""
+"""The sweep summary as a figure: summary.png, the curves of every run against the step. And the figures report.py
+draws when asked: chosen tags against the step (plot_chosen), the attention pictures of runs side by side
+(plot_patterns)."""
 
+import io
+import math
+import os
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 
+import matplotlib.image
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from summary.looks import NEUTRAL, LegendEntries, Look, encode
-from summary.runs import Run, shared_overrides, swept_keys
-from summary.seeds import Configuration, unfinished_runs
+from summary.runs import Run, SummaryError, shared_overrides, swept_keys
+from summary.seeds import SEED, Configuration, unfinished_runs
 
 MASK = "model.causal"  # where swept, it gives the line style: unmasked dashed beside its dotted forced-mask line
 FORCED_MASK = Look(NEUTRAL, ":", "x")  # val/loss_causal of an unmasked run: dotted, with x markers, in its colour
@@ -17,14 +25,17 @@ FORCED_MASK = Look(NEUTRAL, ":", "x")  # val/loss_causal of an unmasked run: dot
 
 def plot_curves(runs: list[Run] | list[Configuration], path: Path) -> None:
     """val/loss (and val/loss_causal where it differs: unmasked runs) and attn/entropy of every run, by step; or of
-    every configuration of seeds: its mean, inside the band from its lowest to its highest seed."""
+    every configuration of seeds: its mean, inside the band from its lowest to its highest seed. Where no run logs
+    attn/entropy (recurrent models), its panel is left out."""
     encoding = encode(runs, swept_keys(runs), style_first=MASK)
-    figure = Figure(figsize=(11, 4), layout="constrained")
-    losses, entropy = figure.subplots(1, 2)
+    with_entropy = any(run.curves.get("attn/entropy") for run in runs)
+    figure = Figure(figsize=(11 if with_entropy else 6.5, 4), layout="constrained")
+    losses, *rest = figure.subplots(1, 1 + with_entropy, squeeze=False)[0]
     leaky = [run for run in runs if reads_the_future(run)]
     for run, look in zip(runs, encoding.looks):
         draw(losses, run.curves.get("val/loss"), look, run.band("val/loss"))
-        draw(entropy, run.curves.get("attn/entropy"), look, run.band("attn/entropy"))
+        for entropy in rest:
+            draw(entropy, run.curves.get("attn/entropy"), look, run.band("attn/entropy"))
         if run in leaky:
             forced = Look(look.color, FORCED_MASK.linestyle, FORCED_MASK.marker)
             draw(losses, run.curves["val/loss_causal"], forced, run.band("val/loss_causal"))
@@ -35,10 +46,10 @@ def plot_curves(runs: list[Run] | list[Configuration], path: Path) -> None:
         losses.set_ylim(top=1.05 * max(later))
     forced = " · dotted ×: val/loss_causal, the mask forced on" if leaky else ""
     losses.set(title=f"val/loss{forced}", xlabel="step", ylabel="nats per token")
-    entropy.set(title="attn/entropy: mean over queries", xlabel="step", ylabel="nats")
-    for axes in (losses, entropy):
-        if not axes.has_data():
-            axes.text(0.5, 0.5, "not logged", ha="center", va="center", transform=axes.transAxes)
+    for entropy in rest:
+        entropy.set(title="attn/entropy: mean over queries", xlabel="step", ylabel="nats")
+    if not losses.has_data():
+        losses.text(0.5, 0.5, "not logged", ha="center", va="center", transform=losses.transAxes)
     legend = encoding.legend + ([("val/loss_causal", FORCED_MASK)] if leaky else [])
     add_legend(figure, legend, loc="outside right upper")
     title = textwrap.fill(" ".join(shared_overrides(runs)), 120) + seeds_note(runs)
@@ -64,14 +75,21 @@ def reads_the_future(run: Run) -> bool:
     return bool(forced) and forced != run.curves.get("val/loss")
 
 
-def draw(axes: Axes, curve: list[tuple[int, float]] | None, look: Look, band: list | None = None) -> None:
-    """The curve; and its band of (step, low, high), shaded in its colour, where it has one."""
+def draw(
+    axes: Axes, curve: list[tuple[int, float]] | None, look: Look, band: list | None = None, **line
+) -> list[float]:
+    """The curve (`line`: more of matplotlib's settings for it); and its band of (step, low, high), shaded in its
+    colour, where it has one. Returns the values drawn."""
+    drawn = []
     if curve:
         steps, values = zip(*curve)
-        axes.plot(steps, values, look.linestyle, color=look.color, marker=look.marker or ".")
+        axes.plot(steps, values, look.linestyle, color=look.color, marker=look.marker or ".", **line)
+        drawn += values
     if band:
         steps, lows, highs = zip(*band)
         axes.fill_between(steps, lows, highs, color=look.color, alpha=0.2, linewidth=0)
+        drawn += lows + highs
+    return drawn
 
 
 def add_legend(owner: Figure | Axes, entries: LegendEntries, **where) -> None:
@@ -85,3 +103,160 @@ def add_legend(owner: Figure | Axes, entries: LegendEntries, **where) -> None:
 
 def legend_line(look: Look) -> Line2D:
     return Line2D([], [], color=look.color, linestyle=look.linestyle, marker=look.marker)
+
+
+SEED_MARKERS = "osD^vP*X"  # one seed's line from another's, where each seed is drawn (per_seed)
+SPAN = 100  # a panel whose largest |value| is 100 or more and 100 times its smallest non-zero one gets a log axis
+CHOSEN_COLUMNS = 3
+PATTERN = "attn/pattern"  # the attention picture train.py logs at every evaluation; layer L > 0: attn/pattern/L
+PATTERN_COLUMNS = 4
+
+
+@dataclass(frozen=True)
+class Mark:
+    """A horizontal reference line across a panel (the value a finite mask writes), labelled at its right end."""
+
+    value: float
+    label: str
+
+
+def add_differences(runs: list[Run], specs: list[str]) -> None:
+    """Each spec's curve in every run's curves: a tag as logged, or A-B, the difference of two logged tags at the
+    steps both were logged at (val/loss_causal-val/loss: what reading the future gained). SummaryError for a spec
+    that is neither."""
+    logged = {tag for run in runs for tag in run.curves}
+    for spec in specs:
+        if spec in logged:
+            continue
+        minuend, subtrahend = difference_of(spec, logged)
+        for run in runs:
+            first, second = dict(run.curves.get(minuend, [])), dict(run.curves.get(subtrahend, []))
+            steps = sorted(first.keys() & second.keys())
+            if steps:
+                run.curves[spec] = [(step, first[step] - second[step]) for step in steps]
+
+
+def difference_of(spec: str, logged: set[str]) -> tuple[str, str]:
+    """The two logged tags A and B of "A-B" (a tag has no "-" of its own, but a try at every "-" costs nothing)."""
+    for index, character in enumerate(spec):
+        if character == "-" and spec[:index] in logged and spec[index + 1 :] in logged:
+            return spec[:index], spec[index + 1 :]
+    raise SummaryError(
+        f"cannot draw {spec}: no run logged it, nor is it A-B of two tags they logged; they logged "
+        f"{', '.join(sorted(logged))}"
+    )
+
+
+def plot_chosen(
+    items: list[Run] | list[Configuration],
+    specs: list[str],
+    path: Path,
+    marks: dict[str, list[Mark]] | None = None,
+    per_seed: bool = False,
+) -> None:
+    """Each spec's curve (add_differences() first) in a panel of its own, against the step, as summary.png draws
+    them: a colour per value of the compared setting, a line style per switch; a configuration of seeds as its mean
+    inside its min-max band or, `per_seed`, as a line per seed marked by its trainer.seed. A panel whose values span
+    decades gets a log axis (symlog where they reach 0 or below: scores falling to -1e5); `marks` draws a
+    reference line across a spec's panel."""
+    marks = marks or {}
+    encoding = encode(items, swept_keys(items))
+    columns = min(len(specs), CHOSEN_COLUMNS)
+    rows = math.ceil(len(specs) / columns)
+    figure = Figure(figsize=(4.4 * columns + 2, 3.4 * rows + 0.6), layout="constrained")
+    cells = list(figure.subplots(rows, columns, squeeze=False).flat)
+    seeds = sorted({run.settings.get(SEED) for item in items for run in seed_runs(item)}, key=repr)
+    marker_of = {repr(seed): SEED_MARKERS[index % len(SEED_MARKERS)] for index, seed in enumerate(seeds)}
+    for spec, axes in zip(specs, cells):
+        values = [mark.value for mark in marks.get(spec, [])]
+        for item, look in zip(items, encoding.looks):
+            if per_seed and isinstance(item, Configuration):
+                for run in item.runs:
+                    marker = marker_of[repr(run.settings.get(SEED))]
+                    seed_look = Look(look.color, look.linestyle, marker)
+                    values += draw(axes, run.curves.get(spec), seed_look, markersize=4, linewidth=1.2)
+            else:
+                values += draw(axes, item.curves.get(spec), look, item.band(spec))
+        for mark in marks.get(spec, []):
+            axes.axhline(mark.value, color="0.2", linewidth=0.8)
+            at_the_right = {"xycoords": ("axes fraction", "data"), "xytext": (-2, 2), "textcoords": "offset points"}
+            axes.annotate(mark.label, (1, mark.value), ha="right", va="bottom", fontsize="small", **at_the_right)
+        scale_y(axes, values)
+        axes.set(title=spec_title(spec), xlabel="step")
+        if not axes.has_data():
+            axes.text(0.5, 0.5, "not logged by these runs", ha="center", va="center", transform=axes.transAxes)
+    for axes in cells[len(specs) :]:
+        axes.axis("off")
+    legend = encoding.legend
+    if per_seed and len(seeds) > 1:
+        legend = legend + [(SEED, None)] + [(str(seed), Look(NEUTRAL, "none", marker_of[repr(seed)])) for seed in seeds]
+    add_legend(figure, legend, loc="outside right upper")
+    note = per_seed_note(items) if per_seed else seeds_note(items)
+    title = textwrap.fill(" ".join(shared_overrides(items)), 140) + note
+    if title:
+        figure.suptitle(title.strip(), fontsize="small")
+    figure.savefig(path, dpi=80)
+
+
+def seed_runs(item: Run | Configuration) -> list[Run]:
+    return item.runs if isinstance(item, Configuration) else [item]
+
+
+def spec_title(spec: str) -> str:
+    return spec.replace("-", " − ") if "-" in spec else spec
+
+
+def scale_y(axes: Axes, values: list[float]) -> None:
+    """A log axis where the values span decades (SPAN); symlog, linear near 0, where some are 0 or below."""
+    sizes = [abs(value) for value in values if math.isfinite(value) and value != 0]
+    if not sizes or max(sizes) < SPAN or max(sizes) < SPAN * min(sizes):
+        return
+    if all(value > 0 for value in values):
+        axes.set_yscale("log")
+        return
+    decade = 10 ** math.floor(math.log10(min(sizes)))
+    linthresh = max(decade, 10 ** math.floor(math.log10(max(sizes))) / 1e4)
+    axes.set_yscale("symlog", linthresh=linthresh)
+    finite = [value for value in values if math.isfinite(value)]
+    if max(finite) < 0:  # symlog's margins would reach decades of positive values no curve has
+        axes.set_ylim(top=-linthresh)
+
+
+def per_seed_note(items: list[Run] | list[Configuration]) -> str:
+    if not items or not isinstance(items[0], Configuration):
+        return ""
+    left_out = len(unfinished_runs(items))
+    unfinished = f"; {left_out} unfinished run{'s' * (left_out != 1)} left out" if left_out else ""
+    return f"\nlines: one per seed (markers: trainer.seed){unfinished}"
+
+
+def plot_patterns(run_dirs: list[Path], step: int, layer: int, path: Path) -> None:
+    """The attention picture (attn/pattern, layer `layer`) each run logged at `step`, side by side, as TensorBoard's
+    Images tab shows them: the PNG train.py drew, each under its run's name. SummaryError for a run without one."""
+    tag = PATTERN if layer == 0 else f"{PATTERN}/{layer}"  # trainer/diagnostics.py's layer_tag
+    root = Path(os.path.commonpath(run_dirs))
+    if root in run_dirs:
+        root = root.parent
+    pictures = [(str(run_dir.relative_to(root)), pattern_at(run_dir, tag, step)) for run_dir in run_dirs]
+    columns = min(len(pictures), PATTERN_COLUMNS)
+    rows = math.ceil(len(pictures) / columns)
+    height, width = pictures[0][1].shape[:2]
+    figure = Figure(figsize=(columns * width / 100, rows * (height / 100 + 0.3)), layout="constrained")
+    cells = list(figure.subplots(rows, columns, squeeze=False).flat)
+    for (name, picture), axes in zip(pictures, cells):
+        axes.imshow(picture)
+        axes.set_title(name, fontsize="small")
+    for axes in cells:
+        axes.axis("off")
+    figure.savefig(path, dpi=100)
+
+
+def pattern_at(run_dir: Path, tag: str, step: int):
+    """The image `tag` of the run at `step`, as an array; SummaryError naming the steps it has where not that one."""
+    events = EventAccumulator(str(run_dir), size_guidance={"images": 0, "scalars": 1, "tensors": 1, "histograms": 1})
+    events.Reload()
+    images = {image.step: image for image in events.Images(tag)} if tag in events.Tags()["images"] else {}
+    if step not in images:
+        steps = ", ".join(map(str, sorted(images))) or "none"
+        raise SummaryError(f"{run_dir}: no {tag} image at step {step}; its steps with one: {steps}")
+    return matplotlib.image.imread(io.BytesIO(images[step].encoded_image_string), format="png")

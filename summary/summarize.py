@@ -3,8 +3,8 @@
 from pathlib import Path
 
 from summary.against import keys_to_plot_against, plot_against
-from summary.figures import plot_curves
-from summary.runs import read_runs
+from summary.figures import Mark, add_differences, plot_chosen, plot_curves, plot_patterns
+from summary.runs import find_runs, read_runs
 from summary.seeds import by_configuration, sweeps_seeds
 from summary.tables import markdown_table, seeds_table, write_csv, write_seeds_csv
 
@@ -36,3 +36,24 @@ def summarize(paths: list[Path], out_dir: Path, x: str | None = None) -> list[Pa
     for key, path in zip(keys, against):
         plot_against(items, key, path)
     return [csv_path, markdown_path, figure_path, *against, *every_run]
+
+
+def draw_chosen(
+    paths: list[Path], specs: list[str], path: Path, marks: dict[str, list[Mark]] | None = None, per_seed: bool = False
+) -> Path:
+    """The curves of `specs` (tags, or A-B: the difference of two) of every run under `paths` against the step,
+    into `path` (figures.plot_chosen); runs that differ only in trainer.seed are one configuration each."""
+    runs = read_runs(paths)
+    add_differences(runs, specs)
+    items = by_configuration(runs) if sweeps_seeds(runs) else runs
+    path.parent.mkdir(parents=True, exist_ok=True)
+    plot_chosen(items, specs, path, marks, per_seed)
+    return path
+
+
+def draw_patterns(paths: list[Path], step: int, layer: int, path: Path) -> Path:
+    """The attention pictures of every run under `paths` at `step`, side by side, into `path`."""
+    run_dirs = find_runs(paths)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    plot_patterns(run_dirs, step, layer, path)
+    return path
