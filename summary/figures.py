@@ -4,12 +4,12 @@ draws when asked: chosen tags against the step (plot_chosen), the attention pict
 
 import io
 import math
-import os
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib.image
+import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -231,24 +231,29 @@ def per_seed_note(items: list[Run] | list[Configuration]) -> str:
 
 
 def plot_patterns(run_dirs: list[Path], step: int, layer: int, path: Path) -> None:
-    """The attention picture (attn/pattern, layer `layer`) each run logged at `step`, side by side, as TensorBoard's
-    Images tab shows them: the PNG train.py drew, each under its run's name. SummaryError for a run without one."""
+    """The attention picture (attn/pattern, layer `layer`) each run logged at `step`, side by side, PATTERN_COLUMNS
+    to a row: the PNGs train.py drew, pixel for pixel as TensorBoard's Images tab shows them (each names its run's
+    overrides in its title). SummaryError for a run without one."""
     tag = PATTERN if layer == 0 else f"{PATTERN}/{layer}"  # trainer/diagnostics.py's layer_tag
-    root = Path(os.path.commonpath(run_dirs))
-    if root in run_dirs:
-        root = root.parent
-    pictures = [(str(run_dir.relative_to(root)), pattern_at(run_dir, tag, step)) for run_dir in run_dirs]
+    pictures = [pattern_at(run_dir, tag, step) for run_dir in run_dirs]
+    height = max(picture.shape[0] for picture in pictures)
+    width = max(picture.shape[1] for picture in pictures)
     columns = min(len(pictures), PATTERN_COLUMNS)
     rows = math.ceil(len(pictures) / columns)
-    height, width = pictures[0][1].shape[:2]
-    figure = Figure(figsize=(columns * width / 100, rows * (height / 100 + 0.3)), layout="constrained")
-    cells = list(figure.subplots(rows, columns, squeeze=False).flat)
-    for (name, picture), axes in zip(pictures, cells):
-        axes.imshow(picture)
-        axes.set_title(name, fontsize="small")
-    for axes in cells:
-        axes.axis("off")
-    figure.savefig(path, dpi=100)
+    sheet = np.ones((rows * height, columns * width, 4), dtype=np.float32)  # white where a picture is smaller
+    for index, picture in enumerate(pictures):
+        top, left = (index // columns) * height, (index % columns) * width
+        sheet[top : top + picture.shape[0], left : left + picture.shape[1]] = as_rgba(picture)
+    matplotlib.image.imsave(path, sheet, format="png")
+
+
+def as_rgba(picture: np.ndarray) -> np.ndarray:
+    """A PNG read by matplotlib (grey, RGB or RGBA, floats in 0-1) as RGBA."""
+    if picture.ndim == 2:
+        picture = np.stack([picture] * 3, axis=-1)
+    if picture.shape[2] == 3:
+        picture = np.concatenate([picture, np.ones(picture.shape[:2] + (1,), dtype=picture.dtype)], axis=-1)
+    return picture
 
 
 def pattern_at(run_dir: Path, tag: str, step: int):

@@ -2,6 +2,7 @@
 legend where no switch is swept), the chosen curves against the step (--curves, --mark, --seeds) and the attention
 pictures side by side (--patterns)."""
 
+import matplotlib.image
 import numpy as np
 import pytest
 from matplotlib.figure import Figure
@@ -180,18 +181,28 @@ def pattern_run(run_dir, shade: float) -> None:
     writer.close()
 
 
-def test_report_puts_the_attention_pictures_of_runs_side_by_side(tmp_path, drawn):
+def test_report_puts_the_attention_pictures_of_runs_side_by_side_pixel_for_pixel(tmp_path):
     pattern_run(tmp_path / "a", 0.2)
     pattern_run(tmp_path / "b", 0.8)
     draw_patterns([tmp_path / "a", tmp_path / "b"], 10, 0, tmp_path / "patterns.png")
-    pictures = [axes for axes in drawn[0].axes if axes.images]
-    assert [axes.get_title() for axes in pictures] == ["a", "b"]
-    shades = [axes.images[0].get_array()[..., 0].mean() for axes in pictures]
-    assert shades == pytest.approx([0.2, 0.8], abs=0.01)
+    sheet = matplotlib.image.imread(tmp_path / "patterns.png")
+    assert sheet.shape[:2] == (40, 60)
+    assert sheet[:, :30, 0].mean() == pytest.approx(0.2, abs=0.01)
+    assert sheet[:, 30:, 0].mean() == pytest.approx(0.8, abs=0.01)
     with pytest.raises(SummaryError, match=r"a: no attn/pattern/1 image at step 10; its steps with one: none$"):
         draw_patterns([tmp_path / "a"], 10, 1, tmp_path / "patterns.png")
     with pytest.raises(SummaryError, match=r"a: no attn/pattern image at step 5; its steps with one: 0, 10$"):
         draw_patterns([tmp_path / "a"], 5, 0, tmp_path / "patterns.png")
+
+
+def test_five_pictures_make_two_rows_of_four_the_rest_white(tmp_path):
+    for index in range(5):
+        pattern_run(tmp_path / f"run{index}", 0.1 * index)
+    draw_patterns([tmp_path], 0, 0, tmp_path / "patterns.png")
+    sheet = matplotlib.image.imread(tmp_path / "patterns.png")
+    assert sheet.shape[:2] == (80, 120)
+    assert sheet[40:, 30:, :3].min() == 1  # white beside the fifth
+    assert sheet[40:, :30, 0].mean() == pytest.approx(0.4, abs=0.01)
 
 
 def test_report_writes_the_pictures_where_asked(tmp_path):
