@@ -17,6 +17,15 @@ if "HF_DATASETS_CACHE" not in os.environ:
 if "PYTEST_XDIST_WORKER" in os.environ:
     os.environ["OMP_NUM_THREADS"] = "1"
 
+import fcntl
+import importlib
+import io
+import json
+import logging
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
@@ -25,6 +34,7 @@ from omegaconf import DictConfig
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import train
+from trainer.cli import run_with_one_line_errors
 from trainer.config import register_schema, to_train_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,7 +54,7 @@ SHORT = [
     "trainer.eval_iters=4",
     "trainer.log_interval=10",
     "trainer.batch_size=16",
-    "trainer.sample_tokens=40",
+    "trainer.sample_tokens=8",  # each evaluation's sample is as many forward passes
     "model.block_size=32",
     "model.d_model=64",
     "optim.warmup_steps=10",
@@ -58,6 +68,40 @@ def short_run(run_dir: Path, cache_dir: Path, *overrides: str) -> dict[str, floa
     return train.train(config, run_dir)
 
 
+def cli(script: str, *args: str) -> subprocess.CompletedProcess:
+    """`python SCRIPT ARGS` (train.py, sample.py, attend.py, report.py, bench.py) run in this process, as the script's
+    last line runs it (its main through trainer/cli.py's run_with_one_line_errors): what it printed, and its exit
+    status as Python gives it (sys.exit's message on stderr and status 1), without a new interpreter's seconds of
+    imports. Logging starts as in a new process, with no handler (Hydra's job logging and report.py's basicConfig
+    set their own, writing to this stdout and stderr), and is put back as it was after. For the tests whose point is
+    not the process itself: signals, a closed or full stdout, torchrun and the commands pasted into bash keep theirs.
+    """
+    main = importlib.import_module(Path(script).stem).main
+    stdout, stderr = io.StringIO(), io.StringIO()
+    root = logging.getLogger()
+    handlers, level, argv = root.handlers[:], root.level, sys.argv
+    root.handlers, sys.argv = [], [script, *args]
+    root.setLevel(logging.WARNING)
+    try:
+        with redirect_stdout(stdout), redirect_stderr(stderr):
+            try:
+                run_with_one_line_errors(main)
+                status = 0
+            except SystemExit as exited:
+                status = exited.code
+    finally:
+        for handler in root.handlers:  # Hydra's console handler and the run's train.log, now closed
+            handler.close()
+        root.handlers, sys.argv = handlers, argv
+        root.setLevel(level)
+    if status is None:
+        status = 0
+    elif not isinstance(status, int):
+        print(status, file=stderr)
+        status = 1
+    return subprocess.CompletedProcess([script, *args], status, stdout.getvalue(), stderr.getvalue())
+
+
 def default_sigint() -> None:
     """A subprocess.Popen preexec_fn for a child a test stops with SIGINT: a shell that starts a job in the
     background (as a CI runner may) leaves SIGINT ignored in it, and tinylm leaves an ignored signal ignored."""
@@ -65,11 +109,9 @@ def default_sigint() -> None:
 
 
 def train_sweep(sweep_dir: Path, cache_dir: Path, *overrides: str) -> Path:
-    """`python train.py -m OVERRIDES` into `sweep_dir`, as a user runs a sweep; fails the test if it fails."""
-    result = subprocess.run(
-        [sys.executable, "train.py", "-m", *overrides, f"data.cache_dir={cache_dir}", f"hydra.sweep.dir={sweep_dir}"],
-        cwd=ROOT, capture_output=True, text=True, timeout=180,
-    )  # fmt: skip
+    """`python train.py -m OVERRIDES` into `sweep_dir`, as a user runs a sweep (in this process: cli); fails the
+    test if it fails."""
+    result = cli("train.py", "-m", *overrides, f"data.cache_dir={cache_dir}", f"hydra.sweep.dir={sweep_dir}")
     assert result.returncode == 0, result.stderr
     return sweep_dir
 
@@ -88,3 +130,78 @@ def curve(accumulator: EventAccumulator, tag: str) -> list[tuple[int, float]]:
 def cache_dir(tmp_path_factory) -> Path:
     """One token cache for the whole session, so the corpus is tokenized once."""
     return tmp_path_factory.mktemp("token-cache")
+
+
+def shared_dir(tmp_path_factory) -> Path:
+    """The session's directory that every pytest-xdist worker sees (each worker's own tmp_path_factory lies in it)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if "PYTEST_XDIST_WORKER" in os.environ else base
+
+
+def made_once(tmp_path_factory, name: str, make: Callable[[Path], None]) -> Path:
+    """SESSION/shared/NAME, made by `make` once in the session, by whichever worker asks first; the others wait for
+    it (a lock across the workers) and then read it. What is made once is read by many tests: none may write into
+    it (a test that changes a run works on its own copy)."""
+    shared = shared_dir(tmp_path_factory) / "shared"
+    shared.mkdir(exist_ok=True)
+    made, done = shared / name, shared / f"{name}.done"
+    with open(shared / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not done.exists():
+            shutil.rmtree(made, ignore_errors=True)  # what a failed attempt left
+            make(made)
+            done.touch()
+    return made
+
+
+@pytest.fixture(scope="session")
+def shared_cache_dir(tmp_path_factory) -> Path:
+    """The token cache of the runs made once per session (made_once), beside them; the tests' own runs keep theirs."""
+    return made_once(tmp_path_factory, "token-cache", lambda path: path.mkdir())
+
+
+# SHORT with a checkpoint every 20 steps, trained once per session in this process and read by several files
+# (checkpoints, curves, samples, the reference of the kill-and-resume runs). Nothing writes into it.
+SHORT_RUN = ["trainer.ckpt_interval=20"]
+
+
+@pytest.fixture(scope="session")
+def short_run_dir(tmp_path_factory, shared_cache_dir) -> Path:
+    return made_once(tmp_path_factory, "short-run", lambda path: short_run(path, shared_cache_dir, *SHORT_RUN))
+
+
+# The leak preset's two jobs (model.causal=true,false) at a size that trains in a second: trained once per session
+# (made_once) and read by the Attention tab's routes, its page in a browser, attend.py and the sweep summary.
+SWEEP = ["trainer.max_steps=10", "trainer.eval_interval=5", "trainer.eval_iters=2", "trainer.log_interval=5",
+         "trainer.batch_size=8", "trainer.sample_tokens=4", "model.block_size=32", "model.d_model=32",
+         "model.d_k=16", "model.d_v=16", "optim.warmup_steps=2"]  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def leak_sweep(tmp_path_factory, shared_cache_dir) -> Path:
+    """`python train.py +experiment=leak SWEEP`: jobs 0_... (masked) and 1_... (unmasked), read only."""
+    return made_once(
+        tmp_path_factory, "leak-sweep", lambda path: train_sweep(path, shared_cache_dir, "+experiment=leak", *SWEEP)
+    )
+
+
+@pytest.fixture(scope="session")
+def sweep_tensorboard(leak_sweep, tmp_path_factory) -> Iterator[str]:
+    """`tensorboard --logdir LEAK_SWEEP --port 0`, as a user starts it, for the tests that only read from it (the page
+    in a browser, the scalars, HParams and Custom Scalars): its address, once it has read both jobs. One per worker;
+    the tests that use it are one xdist group, so one worker (pytest_collection_modifyitems)."""
+    from attention_browser import tensorboard
+
+    with tensorboard(leak_sweep, tmp_path_factory.mktemp("tensorboard") / "tensorboard.log") as url:
+        deadline = time.monotonic() + 60
+        while len(get_json(url + "data/runs")) < 2:  # it reads the logdir in the background
+            assert time.monotonic() < deadline, "tensorboard did not list both jobs"
+            time.sleep(0.2)
+        yield url
+
+
+def get_json(url: str, body: dict | None = None):
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data, {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.load(response)

@@ -4,8 +4,6 @@ session for every check, in the order a person goes."""
 import json
 import os
 import re
-import subprocess
-import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -21,44 +19,24 @@ from attention_browser import (
     point_at,
     point_at_token,
     set_temperature,
-    tensorboard,
     type_text,
     wait_for_panels,
 )
 
-from conftest import ROOT
-
 pytestmark = pytest.mark.slow
 if not Path(CHROMIUM).exists() and not os.environ.get("CI"):  # CI installs it (.ci/run): there it never skips
     pytest.skip(f"needs Debian's chromium at {CHROMIUM}: apt-get install chromium", allow_module_level=True)
-TINY = ["trainer.max_steps=40", "trainer.eval_interval=20", "trainer.eval_iters=2", "trainer.log_interval=10",
-        "trainer.batch_size=8", "trainer.sample_tokens=20", "model.block_size=32", "model.d_model=32",
-        "model.d_k=16", "model.d_v=16", "optim.warmup_steps=2"]  # fmt: skip
 TEXT = "To be, or not"
-
-
-@pytest.fixture(scope="module")
-def leak_sweep(tmp_path_factory, cache_dir) -> Path:
-    sweep_dir = tmp_path_factory.mktemp("leak")
-    result = subprocess.run(
-        [sys.executable, "train.py", "+experiment=leak", *TINY, f"data.cache_dir={cache_dir}",
-         f"hydra.sweep.dir={sweep_dir}"],
-        cwd=ROOT, capture_output=True, text=True, timeout=240,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    return sweep_dir
-
-
 PAGE_ERRORS: list[str] = []  # what the page threw, from the start of the browser session
 
 
 @pytest.fixture(scope="module")
-def tab(leak_sweep, tmp_path_factory):
-    """The tab open in one browser page for all the checks below, with the server's own address."""
-    with tensorboard(leak_sweep, tmp_path_factory.mktemp("tensorboard") / "tensorboard.log") as url:
-        with browser_page() as page:
-            page.on("pageerror", lambda error: PAGE_ERRORS.append(f"{error.name}: {error.message}\n{error.stack}"))
-            yield page, open_tab(page, url), url
+def tab(sweep_tensorboard):
+    """The tab open in one browser page for all the checks below, on the session's leak sweep (conftest's SWEEP,
+    served by its tensorboard), with the server's own address."""
+    with browser_page() as page:
+        page.on("pageerror", lambda error: PAGE_ERRORS.append(f"{error.name}: {error.message}\n{error.stack}"))
+        yield page, open_tab(page, sweep_tensorboard), sweep_tensorboard
 
 
 def names(leak_sweep: Path) -> dict[str, str]:
@@ -79,7 +57,7 @@ def test_both_runs_are_listed_with_their_checkpoint_and_open_with_the_validation
     assert runs.count() == 2
     for row, key in zip(runs.all(), ["masked", "unmasked"]):
         assert row.get_attribute("data-run") == names(leak_sweep)[key]
-        assert row.locator(".meta").inner_text() == "best.pt, step 40"
+        assert row.locator(".meta").inner_text() == "best.pt, step 10"  # SWEEP's last step, its lowest val loss
     assert frame.locator("#text").input_value() == "So foul and fair a day I have not seen."
     wait_for_panels(frame)
     assert frame.locator(".panel").count() == 2

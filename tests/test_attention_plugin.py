@@ -16,13 +16,10 @@ import torch
 import torch.nn.functional as F
 from attention_browser import tensorboard
 
-from conftest import ROOT, train_sweep
+from conftest import ROOT, cli
 from model import TinyLM, attention
 from trainer.checkpoint import kept_path, load_checkpoint, model_config
 
-TINY = ["trainer.max_steps=10", "trainer.eval_interval=5", "trainer.eval_iters=2", "trainer.log_interval=5",
-        "trainer.batch_size=8", "trainer.sample_tokens=20", "model.block_size=32", "model.d_model=32",
-        "model.d_k=16", "model.d_v=16", "optim.warmup_steps=2"]  # fmt: skip
 TEXT = "To be, or not to be"
 DAMAGED = "9_damaged"  # a run whose last.pt is not a checkpoint
 DAMAGED_BEST = "9_damaged_best"  # a run whose best.pt is damaged beside a whole last.pt
@@ -31,8 +28,10 @@ CAUSAL, UNMASKED = 0, 1  # the sweep's jobs: model.causal=true, model.causal=fal
 
 
 @pytest.fixture(scope="module")
-def sweep_dir(tmp_path_factory, cache_dir) -> Path:
-    sweep_dir = train_sweep(tmp_path_factory.mktemp("sweep"), cache_dir, "model.causal=true,false", *TINY)
+def sweep_dir(tmp_path_factory, leak_sweep) -> Path:
+    """A copy of the session's leak sweep (conftest's SWEEP: 10 steps, d_k 16), and beside its jobs three runs that
+    are damaged or unstarted."""
+    sweep_dir = Path(shutil.copytree(leak_sweep, tmp_path_factory.mktemp("sweep") / "sweep"))
     (sweep_dir / DAMAGED).mkdir()
     (sweep_dir / DAMAGED / "last.pt").write_bytes(b"not a checkpoint")
     (sweep_dir / DAMAGED_BEST).mkdir()
@@ -244,8 +243,7 @@ def test_generate_writes_what_sample_py_prints(plugin_url, sweep_dir, temperatur
     assert status == 200, answer
     checkpoint = sweep_dir / run / "best.pt"
     settings = ["prompt=ROMEO:", "max_new_tokens=40", f"temperature={temperature}", "seed=7", "device=cpu"]
-    command = [sys.executable, "sample.py", f'ckpt="{checkpoint}"', *settings]
-    printed = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    printed = cli("sample.py", f'ckpt="{checkpoint}"', *settings)
     assert printed.returncode == 0, printed.stderr
     assert answer["text"] + "\n" == printed.stdout
     assert answer["text"] == "ROMEO:" + answer["continuation"] and len(answer["tokens"]) == 40
@@ -319,7 +317,9 @@ def test_bad_requests_get_one_line_and_the_server_serves_on(plugin_url, sweep_di
 
 
 def attend(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "attend.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    """`python attend.py ARGS`, in this process (conftest's cli); a reader that stops early and a full disk are given
+    its real stdout, in a process of its own."""
+    return cli("attend.py", *args)
 
 
 @pytest.mark.slow

@@ -1,28 +1,20 @@
 import csv
 import itertools
-import json
-import re
 import subprocess
-import sys
 import time
 import urllib.parse
-import urllib.request
 from pathlib import Path
 
 import pytest
 from torch.utils.tensorboard import SummaryWriter
 
-from conftest import ROOT, train_sweep
+from conftest import SWEEP, cli, get_json
 from summary.figures import MASK, reads_the_future
 from summary.looks import encode
 from summary.runs import Run, find_runs, read_runs, swept_keys
 from summary.summarize import SUMMARY_FILES, summarize
 from trainer.tags import FINAL_TAGS
 
-# A multirun of two jobs that lasts seconds; data.cache_dir is a path, so it must stay out of the job names.
-TINY = ["trainer.max_steps=10", "trainer.eval_interval=5", "trainer.eval_iters=2", "trainer.log_interval=5",
-        "trainer.batch_size=8", "trainer.sample_tokens=20", "model.block_size=32", "model.d_model=32",
-        "optim.warmup_steps=2"]  # fmt: skip
 DIAGNOSTICS = ["val/loss_causal", "attn/entropy", "attn/saturated_frac"]  # logged by train.py at every evaluation
 
 
@@ -138,7 +130,8 @@ def test_runs_the_overrides_cannot_tell_apart_get_a_colour_each(tmp_path):
 
 
 def run_report(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "report.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    """`python report.py ARGS`, in this process (conftest's cli)."""
+    return cli("report.py", *args)
 
 
 def test_report_writes_the_summary_of_several_directories_where_asked(tmp_path):
@@ -160,14 +153,16 @@ def test_report_without_runs_fails_in_one_line(tmp_path, make, message):
 
 
 @pytest.fixture(scope="module")
-def sweep_dir(tmp_path_factory, cache_dir) -> Path:
-    return train_sweep(tmp_path_factory.mktemp("sweep"), cache_dir, "model.scale=true,false", *TINY)
+def sweep_dir(leak_sweep) -> Path:
+    """The session's `python train.py +experiment=leak SWEEP` (conftest): a multirun of two jobs that lasts seconds;
+    data.cache_dir is a path, so it must stay out of the job names, and the preset too."""
+    return leak_sweep
 
 
 @pytest.mark.slow
 def test_sweep_jobs_are_named_by_number_and_overrides_without_paths(sweep_dir):
     jobs = sorted(path.name for path in sweep_dir.iterdir() if path.is_dir())
-    names = [",".join(sorted([*TINY, f"model.scale={scale}"])) for scale in ("True", "False")]  # Hydra sorts them
+    names = [",".join(sorted([*SWEEP, f"model.causal={causal}"])) for causal in ("True", "False")]  # Hydra sorts them
     assert jobs == [f"0_{names[0]}", f"1_{names[1]}"]
 
 
@@ -178,7 +173,7 @@ def test_multirun_ends_with_its_summary_that_report_rebuilds_identically(sweep_d
     assert all(float(row["val/loss"]) > 0 and float(row["train/loss"]) > 0 for row in rows)
     assert [(row["last_step"], row["max_steps"], row["finished"]) for row in rows] == [("10", "10", "true")] * 2
     assert (sweep_dir / "summary.png").read_bytes().startswith(b"\x89PNG")
-    assert "| model.scale=False |" in (sweep_dir / "summary.md").read_text()
+    assert "| model.causal=False |" in (sweep_dir / "summary.md").read_text()
 
     assert run_report(str(sweep_dir), "--out", str(tmp_path)).returncode == 0
     for name in ("summary.csv", "summary.md"):
@@ -192,34 +187,9 @@ def test_sweep_summary_has_the_attention_diagnostics(sweep_dir):
 
 
 @pytest.fixture(scope="module")
-def tensorboard_url(sweep_dir, tmp_path_factory):
-    """`tensorboard --logdir SWEEP --port 0`, as a user starts it; yields its address once it has read both jobs."""
-    log_path = tmp_path_factory.mktemp("tensorboard") / "tensorboard.log"
-    with log_path.open("w") as log:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "tensorboard.main", "--logdir", str(sweep_dir), "--port", "0"],
-            stdout=log, stderr=log,
-        )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 60
-        while not (address := re.search(r"http://localhost:\d+/", log_path.read_text())):
-            assert server.poll() is None and time.monotonic() < deadline, log_path.read_text()
-            time.sleep(0.2)
-        url = address.group(0)
-        while len(get_json(url + "data/runs")) < 2:  # it reads the logdir in the background
-            assert time.monotonic() < deadline, "tensorboard did not list both jobs"
-            time.sleep(0.5)
-        yield url
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-
-
-def get_json(url: str, body: dict | None = None):
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data, {"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return json.load(response)
+def tensorboard_url(sweep_tensorboard):
+    """`tensorboard --logdir SWEEP --port 0`, as a user starts it, once it has read both jobs (conftest's)."""
+    return sweep_tensorboard
 
 
 @pytest.mark.slow
@@ -239,7 +209,8 @@ def test_tensorboard_serves_every_jobs_scalars_over_http(tensorboard_url, tag):
 @pytest.mark.slow
 def test_tensorboard_hparams_tab_lists_the_swept_key_first_and_the_summarys_metrics(tensorboard_url):
     experiment = get_json(tensorboard_url + "data/plugin/hparams/experiment", {"experimentName": ""})
-    assert [info["name"] for info in experiment["hparamInfos"]][0] == "model.scale"  # the sweep's, not TINY's
+    # The swept key first: model.causal, which outside a sweep follows model.scale (tests/test_train.py).
+    assert [info["name"] for info in experiment["hparamInfos"]][0] == "model.causal"
     assert [info["name"]["tag"] for info in experiment["metricInfos"]] == FINAL_TAGS
 
 
