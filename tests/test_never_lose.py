@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import ROOT, SHORT, curve, events
+from conftest import ROOT, SHORT, cli, curve, events
 from data import DataConfig, DataError
 from trainer.config import ConfigError
 from trainer.overrides import PARSER, override
@@ -25,13 +25,9 @@ TEXT = "".join(f"line {i}: to be, or not to be, that is the question\n" for i in
 
 
 def train(*overrides: str, cache_dir: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "train.py", *overrides, f"data.cache_dir={cache_dir}"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    """`python train.py OVERRIDES`, in this process (conftest's cli): what it prints and its exit status. The test
+    that stops a run with Ctrl-C and pastes its resume command into bash starts both as a user does."""
+    return cli("train.py", *overrides, f"data.cache_dir={cache_dir}")
 
 
 def snapshot(directory: Path) -> dict[str, bytes]:
@@ -163,17 +159,13 @@ def test_a_checkpoint_with_damaged_tensor_bytes_is_refused_naming_the_whole_one(
     line = error_line(resumed)
     assert line.startswith(f"error: {run_dir}/last.pt: damaged (archive/data/")
     assert line.endswith(f"does not match its checksum); {run_dir}/best.pt is whole")
-    sampled = subprocess.run(
-        [sys.executable, "sample.py", f"ckpt={run_dir}", "max_new_tokens=5"], cwd=ROOT, capture_output=True, text=True
-    )
+    sampled = cli("sample.py", f"ckpt={run_dir}", "max_new_tokens=5")
     # sample.py reads: it names the damaged last.pt and samples from the whole best.pt (one rule for every reader)
     assert sampled.returncode == 0 and sampled.stdout.strip(), sampled.stderr
     assert sampled.stderr.strip().startswith(f"{run_dir}/last.pt: damaged (archive/data/")
     assert sampled.stderr.strip().endswith(f"does not match its checksum); reading {run_dir}/best.pt (step 60)")
     damage_largest_record(run_dir / "best.pt")
-    sampled = subprocess.run(
-        [sys.executable, "sample.py", f"ckpt={run_dir}/best.pt"], cwd=ROOT, capture_output=True, text=True
-    )
+    sampled = cli("sample.py", f"ckpt={run_dir}/best.pt")
     assert error_line(sampled).endswith("; no other checkpoint of that run directory is whole")
 
 
