@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import train
-from conftest import ROOT, SHORT, compose_config, curve, default_sigint, events, short_run
+from conftest import ROOT, SHORT, SHORT_RUN, cli, compose_config, curve, default_sigint, events, short_run
 from trainer.config import to_train_config
 from trainer.step import TrainStep
 from trainer.stopping import Interrupted, NonFiniteLoss
@@ -18,20 +18,17 @@ pytestmark = pytest.mark.slow
 TAGS = ["train/loss", "train/lr", "train/loss_eval", "val/loss"]
 
 
+def settings(run_dir: Path, cache_dir: Path, *overrides: str) -> list[str]:
+    """SHORT with a checkpoint every 20 steps (conftest's SHORT_RUN, as the uninterrupted run) into `run_dir`."""
+    return [*SHORT, *SHORT_RUN, f"data.cache_dir={cache_dir}", f'hydra.run.dir="{run_dir}"', *overrides]
+
+
 def start_run(run_dir: Path, cache_dir: Path, *overrides: str) -> subprocess.Popen:
-    command = [
-        sys.executable,
-        "-u",
-        "train.py",
-        *SHORT,
-        "trainer.ckpt_interval=20",
-        f"data.cache_dir={cache_dir}",
-        f'hydra.run.dir="{run_dir}"',
-        *overrides,
-    ]
+    """`python train.py SETTINGS` in a process of its own, to be stopped by a signal."""
     return subprocess.Popen(
-        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint
-    )
+        [sys.executable, "-u", "train.py", *settings(run_dir, cache_dir, *overrides)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint,
+    )  # fmt: skip
 
 
 def wait_for(run: subprocess.Popen, text: str) -> None:
@@ -42,21 +39,14 @@ def wait_for(run: subprocess.Popen, text: str) -> None:
 
 
 def resume(target: Path, *overrides: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "train.py", f"trainer.resume={target}", *overrides],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    """`python train.py trainer.resume=TARGET OVERRIDES`, in this process (conftest's cli)."""
+    return cli("train.py", f"trainer.resume={target}", *overrides)
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory, cache_dir) -> Path:
-    run_dir = tmp_path_factory.mktemp("uninterrupted")
-    run = start_run(run_dir, cache_dir)
-    assert run.wait(timeout=180) == 0, run.stderr.read()
-    return run_dir
+def uninterrupted(short_run_dir) -> Path:
+    """SHORT_RUN from its start to its end, trained once per session (conftest's short_run_dir): read only."""
+    return short_run_dir
 
 
 def assert_same_run(run_dir: Path, reference: Path) -> None:
@@ -79,8 +69,8 @@ def test_run_killed_and_started_again_with_resume_auto_ends_bit_identical_to_an_
     run.send_signal(signal.SIGKILL)  # as a preempted cluster job: no chance to save
     run.wait()
     assert torch.load(tmp_path / "last.pt", weights_only=True)["step"] in (20, 40)
-    requeued = start_run(tmp_path, cache_dir, "trainer.resume=auto")  # the same command again, as a requeue
-    assert requeued.wait(timeout=180) == 0, requeued.stderr.read()
+    requeued = cli("train.py", *settings(tmp_path, cache_dir, "trainer.resume=auto"))  # the same again, a requeue
+    assert requeued.returncode == 0, requeued.stderr
     assert_same_run(tmp_path, uninterrupted)
     assert (tmp_path / ".hydra" / "overrides.yaml").read_text().count("trainer.ckpt_interval=20") == 1  # kept
     assert "resumed from step" in (tmp_path / "train.log").read_text()
