@@ -1,7 +1,6 @@
-import subprocess
-import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from hydra import compose, initialize_config_dir
@@ -11,17 +10,17 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 
 import train
-from conftest import ROOT, SHORT, compose_config, curve, events, short_run
+import trainer.record
+from conftest import ROOT, SHORT, SHORT_RUN, cli, compose_config, curve, events, short_run
 from trainer.checkpoint import KEPT
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory, cache_dir) -> Path:
-    run_dir = tmp_path_factory.mktemp("run")
-    short_run(run_dir, cache_dir)
-    return run_dir
+def run_dir(short_run_dir) -> Path:
+    """SHORT_RUN, trained once per session in this process (conftest's short_run_dir): read only."""
+    return short_run_dir
 
 
 def test_short_run_lowers_the_loss(run_dir):
@@ -65,7 +64,7 @@ def test_run_logs_its_sample_and_its_hyperparameters(run_dir):
 
 
 def test_two_runs_with_the_same_config_give_identical_curves(run_dir, tmp_path, cache_dir):
-    short_run(tmp_path, cache_dir)
+    short_run(tmp_path, cache_dir, *SHORT_RUN)
     for tag in ("train/loss", "val/loss"):
         assert curve(events(tmp_path), tag) == curve(events(run_dir), tag)
 
@@ -78,13 +77,7 @@ def test_unmasked_model_reads_the_answer_and_its_loss_collapses(tmp_path, cache_
 
 
 def test_cli_run_writes_hydra_files_log_and_events_into_its_run_dir(tmp_path, cache_dir):
-    result = subprocess.run(
-        [sys.executable, "train.py", *SHORT, f"data.cache_dir={cache_dir}", f"hydra.run.dir={tmp_path}"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = cli("train.py", *SHORT, f"data.cache_dir={cache_dir}", f"hydra.run.dir={tmp_path}")
     assert result.returncode == 0, result.stderr
     assert (tmp_path / ".hydra" / "config.yaml").exists()
     log = (tmp_path / "train.log").read_text()
@@ -93,22 +86,15 @@ def test_cli_run_writes_hydra_files_log_and_events_into_its_run_dir(tmp_path, ca
 
 
 def test_cli_multirun_gives_each_job_its_own_run(tmp_path, cache_dir):
-    result = subprocess.run(
-        [
-            sys.executable,
-            "train.py",
-            "-m",
-            "model.scale=true,false",
-            *SHORT,
-            "trainer.max_steps=10",
-            "trainer.eval_interval=10",
-            f"data.cache_dir={cache_dir}",
-            f"hydra.sweep.dir={tmp_path}",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    result = cli(
+        "train.py",
+        "-m",
+        "model.scale=true,false",
+        *SHORT,
+        "trainer.max_steps=10",
+        "trainer.eval_interval=10",
+        f"data.cache_dir={cache_dir}",
+        f"hydra.sweep.dir={tmp_path}",
     )
     assert result.returncode == 0, result.stderr
     for job, scale in (("0", "True"), ("1", "False")):
@@ -117,22 +103,30 @@ def test_cli_multirun_gives_each_job_its_own_run(tmp_path, cache_dir):
         assert "val/loss" in events(job_dir).Tags()["scalars"]
 
 
+EVALUATION_SECONDS = 1e6  # what each evaluation takes on the recorder's clock: far longer than any training window
+
+
 def test_evaluation_time_is_left_out_of_throughput(tmp_path, cache_dir, monkeypatch):
+    # The recorder's clock, on which each evaluation takes a million seconds: whatever this machine's speed, a window
+    # that counted its tokens over an evaluation's time would show fewer than one a second.
+    late = [0.0]
+    monkeypatch.setattr(trainer.record, "time", SimpleNamespace(perf_counter=lambda: time.perf_counter() + late[0]))
     evaluate = train.estimate_loss
 
     def slow_evaluate(*args, **kwargs):
-        time.sleep(1.0)  # far longer than the ten training steps of a log window
+        late[0] += EVALUATION_SECONDS
         return evaluate(*args, **kwargs)
 
     monkeypatch.setattr(train, "estimate_loss", slow_evaluate)
     short_run(tmp_path, cache_dir, "trainer.max_steps=30", "trainer.eval_interval=15", "trainer.log_interval=10")
     # Windows 1-10 (after the evaluation at step 0), 11-20 (around the one at 15), 21-30 (before the last).
     rates = [value for _, value in curve(events(tmp_path), "perf/tokens_per_sec")]
-    # A window whose clock ran through the 1 s evaluation would count its tokens over more than 1 s, however fast
-    # the steps: below this rate. (Comparing the windows with each other instead fails on a busy machine.)
+    # A window whose clock ran through an evaluation counts its tokens over more than EVALUATION_SECONDS, however fast
+    # the steps: below this rate. (Comparing the windows with each other, or with a real sleep, fails on a busy
+    # machine.)
     composed = compose_config(*SHORT)
     tokens_per_window = 10 * composed.trainer.batch_size * composed.model.block_size
-    assert len(rates) == 3 and min(rates) > tokens_per_window / 1.0
+    assert len(rates) == 3 and min(rates) > tokens_per_window / EVALUATION_SECONDS
 
 
 def test_main_returns_the_loss_with_the_mask_on_so_a_sweeper_never_prefers_a_leaky_run(tmp_path, cache_dir):
