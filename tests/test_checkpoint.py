@@ -1,22 +1,20 @@
 import os
 import signal
-import subprocess
-import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
 from tokenizers import Tokenizer
 
-from conftest import ROOT, curve, events, short_run
+from conftest import curve, events
 from trainer.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory, cache_dir):
-    run_dir = tmp_path_factory.mktemp("run")
-    short_run(run_dir, cache_dir, "trainer.ckpt_interval=20")
-    return run_dir
+def run_dir(short_run_dir):
+    """SHORT with a checkpoint every 20 steps, trained once per session (conftest's short_run_dir): read only."""
+    return short_run_dir
 
 
 @pytest.mark.slow
@@ -57,27 +55,36 @@ def test_a_failed_write_leaves_the_previous_checkpoint_and_no_temporary_file(tmp
     assert [p.name for p in tmp_path.iterdir()] == ["last.pt"]
 
 
-WRITER = """
-import sys, torch
-from pathlib import Path
-from trainer.checkpoint import save_checkpoint
-step = 0
-while True:
-    step += 1
-    save_checkpoint({"step": step, "weights": torch.full((500_000,), float(step))}, Path(sys.argv[1]))
-    print(step, flush=True)
-"""
+def writer(path: Path) -> tuple[int, int]:
+    """A process that saves checkpoints to `path` one after the other, step 1, 2, 3..., saying each step once it is
+    saved: forked from this one, torch already imported. Its process id, and the pipe it says the steps into."""
+    said, says = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the writer: it never returns, and ends only when killed
+        try:
+            os.close(said)
+            torch.set_num_threads(1)  # no thread pool of this process's (fork keeps only this thread)
+            step = 0
+            while True:
+                step += 1
+                save_checkpoint({"step": step, "weights": torch.full((500_000,), float(step))}, path)
+                os.write(says, b"%d\n" % step)
+        finally:
+            os._exit(1)
+    os.close(says)
+    return pid, said
 
 
 @pytest.mark.slow
 def test_a_kill_at_any_instant_leaves_a_whole_checkpoint(tmp_path):
     path = tmp_path / "last.pt"
     for delay in (0.0, 0.003, 0.007, 0.013, 0.021, 0.034):  # different points of a write (each takes ~10 ms)
-        writer = subprocess.Popen([sys.executable, "-c", WRITER, str(path)], cwd=ROOT, stdout=subprocess.PIPE)
-        writer.stdout.readline()  # the first checkpoint is written
+        pid, said = writer(path)
+        assert os.read(said, 16)  # the first checkpoint is written
         time.sleep(delay)
-        writer.send_signal(signal.SIGKILL)
-        writer.wait()
+        os.kill(pid, signal.SIGKILL)
+        assert os.waitpid(pid, 0)[1] == signal.SIGKILL  # killed, mid-write or between two
+        os.close(said)
         state = torch.load(path, weights_only=True)
         assert torch.equal(state["weights"], torch.full((500_000,), float(state["step"])))
 
