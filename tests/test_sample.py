@@ -10,10 +10,9 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def char_run(tmp_path_factory, cache_dir):
-    run_dir = tmp_path_factory.mktemp("char")
-    short_run(run_dir, cache_dir)
-    return run_dir
+def char_run(short_run_dir):
+    """SHORT on the characters of the embedded corpus, trained once per session (conftest's short_run_dir)."""
+    return short_run_dir
 
 
 def run_sample(monkeypatch, capsys, *overrides: str) -> str:
