@@ -3,6 +3,7 @@ exit status 1, and leaves nothing behind that could break the next run."""
 
 import errno
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -10,7 +11,6 @@ import pytest
 import torch
 
 import train
-from conftest import short_run
 from trainer.cli import run_with_one_line_errors
 
 # (overrides, the whole message); {tmp} is a scratch directory holding the files the row needs.
@@ -42,6 +42,32 @@ ROWS = [
     (["data.val_fraction=nan"], "data.val_fraction=nan: must be a finite number"),
     (["model.softcap=-30"], "model.softcap=-30.0: must not be negative"),
     (["model.softcap=nan"], "model.softcap=nan: must be a finite number"),
+    (["model.mask_value=0"], "model.mask_value=0.0: must be negative: null or -inf (the true mask), or e.g. -1e4"),
+    (["model.mask_value=5"], "model.mask_value=5.0: must be negative: null or -inf (the true mask), or e.g. -1e4"),
+    (["model.mask_value=nan"], "model.mask_value=nan: must be negative: null or -inf (the true mask), or e.g. -1e4"),
+    (["model.mask_value=inf"], "model.mask_value=inf: must be negative: null or -inf (the true mask), or e.g. -1e4"),
+    (["model.projections=false", "model.d_k=64"], "model.d_k=64: must equal model.d_model=128 without projections "
+     "(model.projections=false): q, k and v are x itself"),
+    (["model.projections=false", "model.d_v=64"], "model.d_v=64: must equal model.d_model=128 without projections "
+     "(model.projections=false): q, k and v are x itself"),
+    (["model.projections=false", "model.qk_norm=true"], "model.qk_norm=True: needs the projections; without them "
+     "q = k = x, already layer-normed"),
+    (["model.mixer=rnn"], "model.mixer: Invalid value 'rnn', expected one of [attention, gru, lstm]"),
+    (["model.mixer=gru", "model.causal=false"], "model.causal=False: applies to attention only, not to "
+     "model.mixer=gru"),
+    (["model.mixer=gru", "model.mask_value=-1e4"], "model.mask_value=-10000.0: applies to attention only, not to "
+     "model.mixer=gru"),
+    (["model.mixer=gru", "model.projections=false"], "model.projections=False: applies to attention only, not to "
+     "model.mixer=gru"),
+    (["model.mixer=lstm", "model.qk_norm=true"], "model.qk_norm=True: applies to attention only, not to "
+     "model.mixer=lstm"),
+    (["model.mixer=lstm", "model.softcap=5"], "model.softcap=5.0: applies to attention only, not to "
+     "model.mixer=lstm"),
+    (["data=copy", "data.distance=0"], "data.distance=0: must be positive"),
+    (["data=copy", "data.distance=65"], "data.distance=65: must be at most model.block_size=64: the token the next "
+     "one copies must be inside the window"),
+    (["data=copy", "tokenizer=bpe"], "tokenizer=bpe: data=copy is single letters, one token each; use "
+     "tokenizer=char"),
     (["model.dropout=1"], "model.dropout=1.0: must be at least 0 and below 1"),
     (["model.dropout=-0.1"], "model.dropout=-0.1: must be at least 0 and below 1"),
     (["trainer.eval_interval=5000"], "trainer.eval_interval=5000: must not exceed trainer.max_steps=3000"),
@@ -96,8 +122,8 @@ def test_mistake_gets_one_line_naming_the_setting(overrides, message, scratch, c
 
 
 @pytest.mark.slow
-def test_resume_refuses_to_change_the_model_or_data_naming_the_keys(tmp_path, cache_dir, monkeypatch):
-    short_run(tmp_path, cache_dir)
+def test_resume_refuses_to_change_the_model_or_data_naming_the_keys(tmp_path, short_run_dir, monkeypatch):
+    shutil.copytree(short_run_dir, tmp_path, dirs_exist_ok=True)  # the session's SHORT_RUN, at step 60
     error = run_train(
         monkeypatch, f"trainer.resume={tmp_path}", "model.d_k=64", "data.val_fraction=0.2", "trainer.max_steps=100"
     )
