@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import ROOT, SHORT, train_sweep
+from conftest import ROOT, SHORT, cli, train_sweep
 from trainer.run_dir import RunLock
 
 FULL = Path("/dev/full")
@@ -176,9 +176,7 @@ def test_a_preset_of_the_users_own_that_is_not_yaml_is_one_line_naming_file_line
         "# @package _global_\nmodel:\n  d_k: 16\ntrainer:\n  max_steps: [1000\n  eval_interval: 100\n"
     )
     run_dir = tmp_path / "run"
-    result = subprocess.run(command("train.py", "+experiment=mine", f"hydra.searchpath=[file://{tmp_path}]",
-                                    f"hydra.run.dir={run_dir}"), cwd=ROOT, capture_output=True, text=True,
-                            timeout=60)  # fmt: skip
+    result = cli("train.py", "+experiment=mine", f"hydra.searchpath=[file://{tmp_path}]", f"hydra.run.dir={run_dir}")
     assert (result.returncode, result.stderr) == (
         1,
         f"error: {tmp_path}/experiment/mine.yaml: not YAML (expected ',' or ']', but got ':', line 6, column 16; "
@@ -193,9 +191,8 @@ TINY = [*SHORT, "trainer.max_steps=10", "trainer.eval_interval=10"]
 @pytest.mark.slow
 def test_a_sweep_job_refused_in_a_directory_that_holds_a_run_writes_no_record_there(tmp_path, cache_dir):
     sweep_dir = tmp_path / "sweep"  # both jobs aimed at one directory: the second is refused
-    result = subprocess.run(command("train.py", "-m", "model.d_k=16,32", *TINY, f"data.cache_dir={cache_dir}",
-                                    f"hydra.sweep.dir={sweep_dir}", "hydra.sweep.subdir=one"),
-                            cwd=ROOT, capture_output=True, text=True, timeout=180)  # fmt: skip
+    result = cli("train.py", "-m", "model.d_k=16,32", *TINY, f"data.cache_dir={cache_dir}",
+                 f"hydra.sweep.dir={sweep_dir}", "hydra.sweep.subdir=one")  # fmt: skip
     job = sweep_dir / "one"
     assert result.returncode == 1 and result.stderr.startswith(f"error: hydra.run.dir={job}: holds a run at step 10")
     assert len(result.stderr.splitlines()) == 1
@@ -211,17 +208,16 @@ def test_a_second_sweep_into_a_sweep_directory_in_use_or_holding_a_sweep_is_refu
 ):
     sweep_dir = train_sweep(tmp_path / "sweep", cache_dir, "model.d_k=16,32", *TINY)
     records_before = records(sweep_dir)
-    second = command("train.py", "-m", "model.d_k=16,64", *TINY, f"data.cache_dir={cache_dir}",
-                     f"hydra.sweep.dir={sweep_dir}")  # fmt: skip
+    second = ["-m", "model.d_k=16,64", *TINY, f"data.cache_dir={cache_dir}", f"hydra.sweep.dir={sweep_dir}"]
     (first_job,) = sweep_dir.glob("0_*")
-    with RunLock(first_job):  # as the first sweep's job holds it while it trains
-        running = subprocess.run(second, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    with RunLock(first_job):  # as the first sweep's job holds it while it trains (its own open file: flock's)
+        running = cli("train.py", *second)  # in this process (conftest's cli), the lock's holder named
     assert (running.returncode, running.stderr) == (
         1,
         f"error: hydra.sweep.dir={sweep_dir}: a sweep is running there ({first_job.name} is in use by process "
         f"{os.getpid()} on {os.uname().nodename}); wait for it to end (or stop it), or pick a new hydra.sweep.dir\n",
     )
-    held = subprocess.run(second, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    held = cli("train.py", *second)
     jobs = sorted(path.name for path in sweep_dir.iterdir() if path.is_dir())
     assert (held.returncode, held.stderr) == (
         1,
