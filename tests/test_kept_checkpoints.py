@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import train
-from conftest import ROOT, SHORT, default_sigint, short_run
+from conftest import ROOT, SHORT, cli, default_sigint, short_run
 from trainer.checkpoint import SNAPSHOT_FORMAT, SNAPSHOT_KEYS, kept_checkpoints, kept_steps, load_checkpoint
 from trainer.cli import run_with_one_line_errors
 
@@ -113,18 +113,12 @@ def test_naming_a_kept_snapshot_to_resume_from_is_refused_naming_the_runs_last_p
 def test_a_resumed_run_keeps_by_the_same_policy_and_a_branch_keeps_its_own(kept_run, tmp_path, cache_dir):
     run_dir = Path(shutil.copytree(kept_run, tmp_path / "run"))
     at_60 = (run_dir / "last.pt").read_bytes()
-    resumed = subprocess.run(
-        [sys.executable, "train.py", f"trainer.resume={run_dir}", "trainer.max_steps=90"],
-        cwd=ROOT, capture_output=True, text=True, timeout=180,
-    )  # fmt: skip
+    resumed = cli("train.py", f"trainer.resume={run_dir}", "trainer.max_steps=90")
     assert resumed.returncode == 0, resumed.stderr
     assert steps_on_disk(run_dir) == kept_over(evaluations(90, 10), keep=4, interval=10)
     parent = steps_on_disk(run_dir)
     (run_dir / "best.pt").write_bytes(at_60)  # older than last.pt (step 90): a resume from it branches
-    branched = subprocess.run(
-        [sys.executable, "train.py", f"trainer.resume={run_dir}/best.pt", "trainer.max_steps=100"],
-        cwd=ROOT, capture_output=True, text=True, timeout=180,
-    )  # fmt: skip
+    branched = cli("train.py", f"trainer.resume={run_dir}/best.pt", "trainer.max_steps=100")
     assert branched.returncode == 0, branched.stderr
     branch = run_dir / "branch-from-step-60"
     assert steps_on_disk(branch) == kept_over(evaluations(100, 10, start=70), keep=4, interval=10) == [70, 80, 90, 100]
@@ -134,10 +128,9 @@ def test_a_resumed_run_keeps_by_the_same_policy_and_a_branch_keeps_its_own(kept_
 @pytest.mark.slow
 def test_resume_auto_after_a_kill_takes_last_pt_though_a_newer_snapshot_was_kept(tmp_path, cache_dir):
     run_dir = tmp_path / "run"
-    command = [sys.executable, "-u", "train.py", *SHORT, *EVERY_10, f"data.cache_dir={cache_dir}"]
-    command += [f"hydra.run.dir={run_dir}", "trainer.resume=auto"]
-    run = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           preexec_fn=default_sigint)  # fmt: skip
+    settings = [*SHORT, *EVERY_10, f"data.cache_dir={cache_dir}", f"hydra.run.dir={run_dir}", "trainer.resume=auto"]
+    run = subprocess.Popen([sys.executable, "-u", "train.py", *settings], cwd=ROOT, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)  # fmt: skip
     started = time.monotonic()
     while not (run_dir / "steps" / "step-30.pt").exists():  # evaluated at 30 and kept; last.pt holds step 20
         assert run.poll() is None and time.monotonic() - started < 120, run.stderr.read()
@@ -146,7 +139,7 @@ def test_resume_auto_after_a_kill_takes_last_pt_though_a_newer_snapshot_was_kept
     run.wait(timeout=60)
     assert steps_on_disk(run_dir) == [0, 10, 20, 30]
     assert torch.load(run_dir / "last.pt", weights_only=True)["step"] == 20
-    again = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=180)
+    again = cli("train.py", *settings)  # the same command again, in this process (conftest's cli)
     assert again.returncode == 0, again.stderr
     assert "resumed from step 20" in again.stdout
     assert steps_on_disk(run_dir) == [0, 10, 20, 60]  # as the uninterrupted run keeps them
