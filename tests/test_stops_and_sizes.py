@@ -13,7 +13,7 @@ import torch
 
 import train
 import trainer.run
-from conftest import ROOT, SHORT, compose_config, default_sigint
+from conftest import ROOT, SHORT, cli, compose_config, default_sigint
 from trainer.cli import run_with_one_line_errors
 from trainer.config import to_train_config
 from trainer.memory import check_memory, human, machine_memory
@@ -111,13 +111,7 @@ def run_train(monkeypatch, *overrides: str) -> str:
 
 def test_a_model_no_machine_can_hold_is_refused_before_any_work_naming_the_setting(tmp_path):
     run_dir = tmp_path / "run"
-    result = subprocess.run(
-        [sys.executable, "train.py", "model.d_model=1000000", "trainer.device=cpu", f"hydra.run.dir={run_dir}"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = cli("train.py", "model.d_model=1000000", "trainer.device=cpu", f"hydra.run.dir={run_dir}")
     assert result.returncode == 1
     assert result.stderr.strip() == (
         "error: model.d_model=1000000: this run needs at least 128.1 TB (the weights, their gradients and AdamW's "
