@@ -1,11 +1,8 @@
-import subprocess
-import sys
-
 import pytest
 import torch
 from hydra.errors import ConfigCompositionException
 
-from conftest import ROOT, compose_config
+from conftest import ROOT, cli, compose_config
 from data import Source, TokenizerKind
 from model import QKInit
 from trainer.config import ConfigError, TrainConfig, to_train_config
@@ -102,27 +99,21 @@ def test_unavailable_or_unknown_device_is_rejected(name, message):
         pick_device(name)
 
 
-def run_train(*overrides: str, timeout: int = 60) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "train.py", *overrides], cwd=ROOT, capture_output=True, text=True, timeout=timeout
-    )
-
-
 def test_cli_rejects_an_unknown_key_in_one_line(tmp_path):
-    result = run_train("model.d_kk=3", f"hydra.run.dir={tmp_path}")
+    result = cli("train.py", "model.d_kk=3", f"hydra.run.dir={tmp_path}")
     assert result.returncode == 1
     assert result.stderr == "error: model.d_kk: Key 'd_kk' not in 'ModelConfig'\n"
     assert not (tmp_path / "train.log").exists()  # rejected before any work
 
 
 def test_cli_rejects_a_bad_value_in_one_line_before_any_work(tmp_path):
-    result = run_train("model.d_k=0", f"hydra.run.dir={tmp_path}")
+    result = cli("train.py", "model.d_k=0", f"hydra.run.dir={tmp_path}")
     assert result.returncode != 0
     assert result.stderr.strip() == "error: model.d_k=0: must be positive"
     assert not list(tmp_path.glob("events.out.tfevents.*"))
 
 
 def test_cli_names_the_missing_setting_in_one_line(tmp_path):
-    result = run_train("data=text", f"hydra.run.dir={tmp_path}", f"data.cache_dir={tmp_path}")
+    result = cli("train.py", "data=text", f"hydra.run.dir={tmp_path}", f"data.cache_dir={tmp_path}")
     assert result.returncode != 0
     assert result.stderr.strip() == "error: data.path: data=text needs a file, e.g. data.path=notes.txt"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, default_sigint
+from conftest import ROOT, cli, default_sigint
 from data import DataConfig, DataError, Source, TokenizerConfig, load_text, prepare_tokens
 
 WORDS = "to be or not that is the question whether tis nobler in mind suffer slings arrows outrageous fortune".split()
@@ -86,9 +86,13 @@ PNG = bytes.fromhex("89504e470d0a1a0a0000000d49484452000000010000000108020000009
 
 def test_a_png_given_as_text_is_called_a_png_image_not_text(tmp_path):
     (tmp_path / "cat.png").write_bytes(PNG)
-    result = subprocess.run([sys.executable, "train.py", "data=text", f"data.path={tmp_path}/cat.png",
-                             f"data.cache_dir={tmp_path}/cache", f"hydra.run.dir={tmp_path}/run"],
-                            cwd=ROOT, capture_output=True, text=True, timeout=60)  # fmt: skip
+    result = cli(
+        "train.py",
+        "data=text",
+        f"data.path={tmp_path}/cat.png",
+        f"data.cache_dir={tmp_path}/cache",
+        f"hydra.run.dir={tmp_path}/run",
+    )
     path = tmp_path / "cat.png"
     assert (result.returncode, result.stderr) == (
         1,

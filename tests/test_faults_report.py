@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from torch.utils.tensorboard import SummaryWriter
 
-from conftest import ROOT
+from conftest import ROOT, cli
 
 
 def a_run(run_dir: Path) -> Path:
@@ -21,9 +21,8 @@ def a_run(run_dir: Path) -> Path:
     return run_dir
 
 
-def report(*args: str, **options) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "report.py", *map(str, args)], cwd=ROOT, capture_output=True, text=True,
-                          timeout=60, **options)  # fmt: skip
+def report(*args: str) -> subprocess.CompletedProcess:
+    return cli("report.py", *map(str, args))
 
 
 def one_line(result: subprocess.CompletedProcess, status: int = 1) -> str:
@@ -97,5 +96,8 @@ def small_file_limit() -> None:
 
 def test_summary_files_that_cannot_be_written_are_one_line_naming_out(tmp_path):
     a_run(tmp_path / "run")
-    line = one_line(report(tmp_path / "run", "--out", tmp_path / "out", preexec_fn=small_file_limit))
+    # A process of its own: the limit holds for the whole process.
+    command = [sys.executable, "report.py", str(tmp_path / "run"), "--out", str(tmp_path / "out")]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=60, preexec_fn=small_file_limit)
+    line = one_line(result)
     assert line == f"error: {tmp_path}/out: the summary files cannot be written (File too large)"

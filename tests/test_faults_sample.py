@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import sample
-from conftest import ROOT
+from conftest import ROOT, cli
 from trainer.cli import run_with_one_line_errors
 
 pytestmark = pytest.mark.slow
@@ -24,15 +24,13 @@ TINY = ["trainer.max_steps=2", "trainer.eval_interval=2", "trainer.eval_iters=1"
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory, cache_dir) -> Path:
     run_dir = tmp_path_factory.mktemp("tiny")
-    command = [sys.executable, "train.py", *TINY, f"data.cache_dir={cache_dir}", f"hydra.run.dir={run_dir}"]
-    subprocess.run(command, cwd=ROOT, check=True, capture_output=True, timeout=120)
+    trained = cli("train.py", *TINY, f"data.cache_dir={cache_dir}", f"hydra.run.dir={run_dir}")
+    assert trained.returncode == 0, trained.stderr
     return run_dir / "last.pt"
 
 
-def run_sample(*settings: str, **streams) -> subprocess.CompletedProcess:
-    streams.setdefault("stdout", subprocess.PIPE)
-    return subprocess.run([sys.executable, "sample.py", *settings], cwd=ROOT, stderr=subprocess.PIPE, text=True,
-                          timeout=60, **streams)  # fmt: skip
+def run_sample(*settings: str) -> subprocess.CompletedProcess:
+    return cli("sample.py", *settings)
 
 
 def test_more_samples_than_memory_holds_are_refused_before_any_work(checkpoint):
@@ -96,7 +94,8 @@ def test_a_reader_that_stops_early_ends_sampling_quietly(checkpoint):
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs Linux's /dev/full")
 def test_stdout_on_a_full_disk_is_one_line(checkpoint):
     with open("/dev/full", "w") as full:
-        result = run_sample(f"ckpt={checkpoint}", "max_new_tokens=5", stdout=full)
+        command = [sys.executable, "sample.py", f"ckpt={checkpoint}", "max_new_tokens=5"]  # the process's own stdout
+        result = subprocess.run(command, cwd=ROOT, stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
     assert (result.returncode, result.stderr) == (
         1,
         "error: stdout: cannot be written (No space left on device); the rest of the output goes nowhere, the work "

@@ -1,13 +1,11 @@
 """`python train.py --help` (configs/hydra/help/tinylm.yaml), checked against the configs it describes."""
 
 import re
-import subprocess
-import sys
 
 import pytest
 from omegaconf import OmegaConf
 
-from conftest import ROOT, compose_config
+from conftest import ROOT, cli, compose_config
 
 SETTING = re.compile(r"  (?P<key>[a-z_]+\.[a-z_]+)=(?P<default>\S+) {2,}\S")  # "  model.d_k=128    what it is"
 PRESET = re.compile(r"  python train\.py \+experiment=(?P<name>\w+) +(?P<time>\d+ (s|min)( \d+ s)?)  +\S")
@@ -16,9 +14,7 @@ MAX_LINES = 55  # one screen of a terminal
 
 @pytest.fixture(scope="module")
 def page() -> str:
-    result = subprocess.run(
-        [sys.executable, "train.py", "--help"], cwd=ROOT, capture_output=True, text=True, timeout=60
-    )
+    result = cli("train.py", "--help")
     assert result.returncode == 0, result.stderr
     return result.stdout
 
