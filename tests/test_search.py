@@ -1,13 +1,11 @@
 """+experiment=search through Hydra's real Optuna sweeper: what main returns is what the search minimises."""
 
 import csv
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import cli
 from summary.runs import read_runs
 
 optuna = pytest.importorskip("optuna", reason='the search extra: pip install -e ".[search]"')
@@ -22,12 +20,16 @@ FIXED = ["optim.lr=0.01", "model.d_k=16", "model.scale=true"]
 
 
 def search(sweep_dir: Path, cache_dir: Path, trials: int, subdir: str = "${hydra.job.num}") -> optuna.Study:
-    result = subprocess.run(
-        [sys.executable, "train.py", "+experiment=search", f"hydra.sweeper.n_trials={trials}", *FIXED, *TINY,
-         f"data.cache_dir={cache_dir}", f"hydra.sweep.dir={sweep_dir}",
-         f"hydra.sweep.subdir={subdir}"],  # the tiny settings would make names too long for a directory
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    result = cli(
+        "train.py",
+        "+experiment=search",
+        f"hydra.sweeper.n_trials={trials}",
+        *FIXED,
+        *TINY,
+        f"data.cache_dir={cache_dir}",
+        f"hydra.sweep.dir={sweep_dir}",
+        f"hydra.sweep.subdir={subdir}",
+    )  # the tiny settings would make names too long for a directory
     assert result.returncode == 0, result.stderr
     return optuna.load_study(study_name="tinylm", storage=f"sqlite:///{sweep_dir}/optuna.db")
 
