@@ -52,7 +52,7 @@ def plot_curves(runs: list[Run] | list[Configuration], path: Path) -> None:
         losses.text(0.5, 0.5, "not logged", ha="center", va="center", transform=losses.transAxes)
     legend = encoding.legend + ([("val/loss_causal", FORCED_MASK)] if leaky else [])
     add_legend(figure, legend, loc="outside right upper")
-    title = textwrap.fill(" ".join(shared_overrides(runs)), 120) + seeds_note(runs)
+    title = textwrap.fill(" ".join(shared_overrides(runs)), 70) + seeds_note(runs)
     if title:
         figure.suptitle(title.strip(), fontsize="small")  # clear of the legend
     figure.savefig(path, dpi=80)

@@ -40,7 +40,8 @@ def encode(runs: list[Run], keys: list[str], style_first: str | None = None) -> 
     """The look of each run, and the legend that decodes them, from the swept `keys` (see the module's doc)."""
     if not keys or len({repr([run.settings.get(key) for key in keys]) for run in runs}) < len(runs):
         colours = palette(len(runs))
-        return Encoding([Look(colour) for colour in colours], [(run.name, Look(c)) for run, c in zip(runs, colours)])
+        legend = [(wrapped(run.name), Look(colour)) for run, colour in zip(runs, colours)]
+        return Encoding([Look(colour) for colour in colours], legend)
 
     style_key = style_key_of(runs, keys, style_first)
     styles = line_styles(runs, style_key)
@@ -64,6 +65,17 @@ def encode(runs: list[Run], keys: list[str], style_first: str | None = None) -> 
         values = {repr(run.settings.get(style_key)): run.settings.get(style_key) for run in runs}
         legend += [(style_key, None)] + [(word(values[key]), Look(NEUTRAL, style)) for key, style in styles.items()]
     return Encoding(looks, legend)
+
+
+def wrapped(name: str, width: int = 40) -> str:
+    """A run's name on lines of about `width` characters, broken after its commas (a Hydra job's directory is named
+    after all its overrides): whole, and narrow enough to leave the figure its panels."""
+    lines = [""]
+    for part in name.split(","):
+        if lines[-1] and len(lines[-1]) + len(part) >= width:
+            lines.append("")
+        lines[-1] += part + ","
+    return "\n".join(lines)[:-1]
 
 
 def word(value: Any) -> str:

@@ -2,8 +2,6 @@ import csv
 import itertools
 import math
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from enum import Enum
 
@@ -12,7 +10,7 @@ from hydra import compose, initialize_config_dir
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from conftest import ROOT, compose_config
+from conftest import ROOT, cli, compose_config
 from data import Source
 from model import QKInit
 from trainer.config import TrainConfig, to_train_config
@@ -122,11 +120,15 @@ def test_the_recurrence_preset_trains_on_the_copy_text_and_plots_against_the_dis
 def test_a_preset_runs_its_whole_sweep_without_dash_m_and_in_parallel_with_joblib_sharing_the_cores(
     tmp_path, cache_dir
 ):
-    result = subprocess.run(
-        [sys.executable, "train.py", "+experiment=leak", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
-         *TINY, f"data.cache_dir={cache_dir}", f"hydra.sweep.dir={tmp_path}"],
-        cwd=ROOT, capture_output=True, text=True, timeout=180,
-    )  # fmt: skip
+    result = cli(
+        "train.py",
+        "+experiment=leak",
+        "hydra/launcher=joblib",
+        "hydra.launcher.n_jobs=2",
+        *TINY,
+        f"data.cache_dir={cache_dir}",
+        f"hydra.sweep.dir={tmp_path}",
+    )
     assert result.returncode == 0, result.stderr
     jobs = sorted(path for path in tmp_path.iterdir() if path.is_dir())
     # One directory per job, named by its number and its overrides, each holding a finished run.

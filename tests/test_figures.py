@@ -2,6 +2,8 @@
 legend where no switch is swept), the chosen curves against the step (--curves, --mark, --seeds) and the attention
 pictures side by side (--patterns)."""
 
+import warnings
+
 import matplotlib.image
 import numpy as np
 import pytest
@@ -80,6 +82,25 @@ def test_the_curves_of_runs_without_attention_leave_the_entropy_panel_out(tmp_pa
     plot_curves(runs, tmp_path / "summary.png")
     assert titles(drawn[0]) == ["val/loss"]
     assert legend_labels(drawn[0]) == ["model.mixer", "gru", "lstm"]
+
+
+def test_a_run_named_after_many_overrides_is_named_whole_in_the_legend_and_leaves_the_panels_their_room(
+    tmp_path, monkeypatch
+):
+    overrides = [f"trainer.setting_{n}={n}" for n in range(12)]  # a job of a sweep with nothing swept
+    fake_run(tmp_path / f"0_{','.join(overrides)}", {"val/loss": [4.0, 3.0], "attn/entropy": [2.0, 1.0]}, overrides)
+    saved: list[Figure] = []
+    save = Figure.savefig
+    monkeypatch.setattr(Figure, "savefig", lambda figure, *args, **kwargs: [saved.append(figure), save(figure, *args)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "constrained_layout not applied because axes sizes collapsed to zero"
+        plot_curves(read_runs([tmp_path]), tmp_path / "summary.png")
+    [label] = legend_labels(saved[0])
+    assert label.replace("\n", "") == f"0_{','.join(overrides)}" and max(map(len, label.splitlines())) <= 45
+    assert all(axes.get_position().width > 0.2 for axes in saved[0].axes)  # laid out, not collapsed
+    renderer = saved[0]._get_renderer()
+    title, [legend] = saved[0].get_suptitle(), saved[0].legends
+    assert title and not saved[0]._suptitle.get_window_extent(renderer).overlaps(legend.get_window_extent(renderer))
 
 
 def mask_sweep(tmp_path):

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from test_summary import read_csv
 
-from conftest import ROOT
+from conftest import ROOT, cli
 from summary.runs import read_runs
 
 TINY = ["trainer.max_steps=4", "trainer.eval_interval=2", "trainer.ckpt_interval=2", "trainer.eval_iters=1",
@@ -15,9 +15,7 @@ TINY = ["trainer.max_steps=4", "trainer.eval_interval=2", "trainer.ckpt_interval
 
 
 def train(*overrides: str) -> subprocess.CompletedProcess:
-    result = subprocess.run(
-        [sys.executable, "train.py", *overrides, *TINY], cwd=ROOT, capture_output=True, text=True, timeout=300
-    )
+    result = cli("train.py", *overrides, *TINY)
     assert result.returncode == 0, result.stderr
     return result
 
@@ -25,8 +23,11 @@ def train(*overrides: str) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def sweep_dir(tmp_path_factory, cache_dir) -> tuple[Path, str]:
     sweep_dir = tmp_path_factory.mktemp("parallel")
-    result = train("+experiment=leak", "trainer.seed=0,1", "hydra/launcher=parallel", f"data.cache_dir={cache_dir}",
-                   f"hydra.sweep.dir={sweep_dir}")  # fmt: skip
+    command = [sys.executable, "train.py", "+experiment=leak", "trainer.seed=0,1", "hydra/launcher=parallel", *TINY,
+               f"data.cache_dir={cache_dir}", f"hydra.sweep.dir={sweep_dir}"]  # fmt: skip
+    # A process of its own: the jobs write their lines to its stdout and stderr, as a user sees them.
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
     return sweep_dir, result.stdout + result.stderr
 
 
