@@ -1,8 +1,8 @@
 import csv
+import functools
 import itertools
 import math
 import os
-from collections.abc import Iterator
 from enum import Enum
 
 import pytest
@@ -33,6 +33,7 @@ TINY = ["trainer.max_steps=2", "trainer.eval_interval=1", "trainer.eval_iters=1"
         "trainer.batch_size=4", "model.d_model=32", "model.block_size=16"]  # fmt: skip
 
 
+@functools.cache  # composed once for the tests that read it
 def preset_hydra(preset: str) -> DictConfig:
     """The Hydra settings of `python train.py +experiment=PRESET`."""
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
@@ -50,12 +51,17 @@ def sweep_grid(preset: str) -> dict[str, list]:
     }
 
 
-def preset_jobs(preset: str) -> Iterator[tuple[dict, TrainConfig]]:
+@functools.cache  # composed once for the tests that read it
+def preset_jobs(preset: str) -> list[tuple[dict, TrainConfig]]:
     """Each job of the preset's sweep: the values it sweeps, and its checked config."""
+    jobs = []
     grid = sweep_grid(preset)
     for values in itertools.product(*grid.values()):
         job = dict(zip(grid, values))
-        yield job, to_train_config(compose_config(f"+experiment={preset}", *(f"{k}={v}" for k, v in job.items())))
+        jobs.append(
+            (job, to_train_config(compose_config(f"+experiment={preset}", *(f"{k}={v}" for k, v in job.items()))))
+        )
+    return jobs
 
 
 def test_there_is_a_preset_for_each_experiment():
