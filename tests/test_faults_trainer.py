@@ -5,6 +5,7 @@ right behaviour), a non-zero exit where it failed, no traceback, and nothing los
 
 import logging
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -178,10 +179,16 @@ def test_a_stop_during_an_import_later_on_waits_for_the_import_to_finish_then_en
     run.send_signal(signal.SIGINT)
     assert run.wait(timeout=30) == 128 + signal.SIGINT
     assert "imported torch._dynamo" in run.stdout.read()  # the import went to its end before the stop
-    assert run.stderr.read().strip() == (
-        "stopped by SIGINT outside the training loop, where no checkpoint is written: any checkpoint already in the "
-        "run directory is whole"
+    # The signal is taken again 50 ms after the import ends (trainer/stopping.py): on a loaded machine the run may
+    # be in its loop by then, and stops after its step as any Ctrl-C there does. Either way, one line.
+    [line] = run.stderr.read().splitlines()
+    outside = "stopped by SIGINT outside the training loop, where no checkpoint is written: any checkpoint already in "
+    inside = re.fullmatch(
+        r"stopped by SIGINT after step (\d+); (\S+) holds it\. Resume with: python train\.py .*", line
     )
+    assert line == outside + "the run directory is whole" or (
+        inside and torch.load(inside[2], weights_only=True)["step"] == int(inside[1])
+    ), line
 
 
 # Each training step takes a tenth of a second longer: a kill lands between step 0's evaluation and step 30's.
