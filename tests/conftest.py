@@ -22,10 +22,13 @@ import importlib
 import io
 import json
 import logging
+import multiprocessing
 import time
+import traceback
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import redirect_stderr, redirect_stdout
+from multiprocessing.reduction import DupFd
 from pathlib import Path
 
 import pytest
@@ -100,6 +103,79 @@ def cli(script: str, *args: str) -> subprocess.CompletedProcess:
         print(status, file=stderr)
         status = 1
     return subprocess.CompletedProcess([script, *args], status, stdout.getvalue(), stderr.getvalue())
+
+
+# Forked's children come from one server process per worker that imported train.py's modules once, torch's
+# compiler (which AdamW imports) among them, and then forks a child per run: a child starts in milliseconds, where a
+# new interpreter takes seconds of imports, and from a process with no other thread (this one has tensorboard's
+# writers and the runs' background threads, whose locks a fork could copy held).
+FORKS = multiprocessing.get_context("forkserver")
+FORKS.set_forkserver_preload(["conftest", "torch._dynamo"])
+
+
+class Forked:
+    """`python -u train.py ARGS` (with `patch` run first) in a process of its own, as subprocess.Popen(text=True)
+    gives it, for the tests that signal or kill a run, forked from the server above. The child starts as a new
+    process would: SIGINT and SIGTERM at their defaults (default_sigint), no logging handler, its own stdout and
+    stderr (pipes, or /dev/null for stdout), in `cwd`. Where the process's start is the point (a stop while torch is
+    imported), a test starts a new interpreter instead."""
+
+    def __init__(self, *args: str, patch: str = "", cwd: Path = ROOT, stdout: bool = True) -> None:
+        out_read, out_write = os.pipe() if stdout else (None, os.open(os.devnull, os.O_WRONLY))
+        err_read, err_write = os.pipe()
+        self.process = FORKS.Process(
+            target=run_forked,
+            args=(["train.py", *args], patch, str(cwd), DupFd(out_write), DupFd(err_write)),
+            daemon=True,
+        )
+        self.process.start()
+        os.close(out_write)
+        os.close(err_write)
+        self.pid = self.process.pid
+        self.stdout = open(out_read, encoding="utf-8") if stdout else None
+        self.stderr = open(err_read, encoding="utf-8")
+
+    def poll(self) -> int | None:
+        return self.process.exitcode  # -N for a process ended by signal N, as Popen's returncode
+
+    def wait(self, timeout: float = 120) -> int:
+        self.process.join(timeout)
+        if self.process.exitcode is None:
+            raise subprocess.TimeoutExpired(["train.py"], timeout)
+        return self.process.exitcode
+
+    def send_signal(self, number: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, number)
+
+
+def run_forked(argv: list[str], patch: str, cwd: str, stdout: DupFd, stderr: DupFd) -> None:
+    """The child of Forked: train.py's last line, then os._exit with its status."""
+    status = 1
+    try:
+        os.dup2(stdout.detach(), 1)
+        os.dup2(stderr.detach(), 2)
+        os.chdir(cwd)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", write_through=True)
+        sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", write_through=True)
+        logging.getLogger().handlers = []
+        logging.getLogger().setLevel(logging.WARNING)
+        sys.argv = argv
+        exec(f"import sys, time, torch\n{patch}", {})
+        run_with_one_line_errors(train.main)
+        status = 0
+    except SystemExit as exited:
+        if isinstance(exited.code, int) or exited.code is None:
+            status = exited.code or 0
+        else:
+            print(exited.code, file=sys.stderr)
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        logging.shutdown()
+        os._exit(status)
 
 
 def default_sigint() -> None:

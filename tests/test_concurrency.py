@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, Forked
 from data import DataConfig, Source, TokenizerConfig, prepare_tokens
 
 pytestmark = pytest.mark.slow
@@ -56,12 +56,7 @@ def test_runs_started_in_the_same_second_get_their_own_directories(tmp_path, cac
         "trainer.sample_tokens=1",
         f"data.cache_dir={cache_dir}",
     ]
-    runs = [
-        subprocess.Popen(
-            [sys.executable, str(ROOT / "train.py"), *settings], cwd=tmp_path, stderr=subprocess.PIPE, text=True
-        )
-        for _ in range(2)
-    ]
+    runs = [Forked(*settings, cwd=tmp_path, stdout=False) for _ in range(2)]
     assert all(run.wait(timeout=120) == 0 for run in runs), [run.stderr.read() for run in runs]
     run_dirs = sorted(tmp_path.glob("outputs/*/*"))
     assert len(run_dirs) == 2

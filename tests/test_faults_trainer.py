@@ -18,7 +18,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from conftest import ROOT, SHORT, cli, curve, default_sigint, events, short_run
+from conftest import ROOT, SHORT, Forked, cli, curve, default_sigint, events, short_run
 from data import DataConfig, DataError
 from data.sources import Source
 from trainer.checkpoint import load_checkpoint
@@ -208,7 +208,7 @@ def test_resume_auto_after_a_kill_before_the_first_checkpoint_starts_afresh_with
 ):
     run_dir = tmp_path / "run"
     command = [*SHORT, "trainer.ckpt_interval=60", f"data.cache_dir={cache_dir}", f"hydra.run.dir={run_dir}"]
-    first = started(SLOW_STEPS, *command, "trainer.resume=auto")
+    first = Forked(*command, "trainer.resume=auto", patch=SLOW_STEPS)
     wait_for(first, "step 0:")
     while not (run_dir / "steps" / "step-0.pt").exists():  # kept once step 0 is evaluated
         assert first.poll() is None, first.stderr.read()

@@ -3,7 +3,6 @@
 
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -12,7 +11,7 @@ import pytest
 import torch
 
 import train
-from conftest import ROOT, SHORT, cli, default_sigint, short_run
+from conftest import SHORT, Forked, cli, short_run
 from trainer.checkpoint import SNAPSHOT_FORMAT, SNAPSHOT_KEYS, kept_checkpoints, kept_steps, load_checkpoint
 from trainer.cli import run_with_one_line_errors
 
@@ -129,8 +128,7 @@ def test_a_resumed_run_keeps_by_the_same_policy_and_a_branch_keeps_its_own(kept_
 def test_resume_auto_after_a_kill_takes_last_pt_though_a_newer_snapshot_was_kept(tmp_path, cache_dir):
     run_dir = tmp_path / "run"
     settings = [*SHORT, *EVERY_10, f"data.cache_dir={cache_dir}", f"hydra.run.dir={run_dir}", "trainer.resume=auto"]
-    run = subprocess.Popen([sys.executable, "-u", "train.py", *settings], cwd=ROOT, stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)  # fmt: skip
+    run = Forked(*settings)
     started = time.monotonic()
     while not (run_dir / "steps" / "step-30.pt").exists():  # evaluated at 30 and kept; last.pt holds step 20
         assert run.poll() is None and time.monotonic() - started < 120, run.stderr.read()

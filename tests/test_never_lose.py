@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import ROOT, SHORT, cli, curve, events
+from conftest import ROOT, SHORT, Forked, cli, curve, events
 from data import DataConfig, DataError
 from trainer.config import ConfigError
 from trainer.overrides import PARSER, override
@@ -178,10 +178,7 @@ def test_a_value_outside_hydras_unquoted_grammar_is_quoted_and_parses_back_the_s
 @pytest.mark.slow
 def test_the_resume_command_of_a_run_in_a_non_ascii_directory_with_a_tilde_works_when_pasted(tmp_path, cache_dir):
     run_dir = tmp_path / "~josé" / "café"
-    command = [sys.executable, "-u", "train.py", *SHORT, *CKPT_20, f"data.cache_dir={cache_dir}"]
-    run = subprocess.Popen(
-        [*command, f'hydra.run.dir="{run_dir}"'], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+    run = Forked(*SHORT, *CKPT_20, f"data.cache_dir={cache_dir}", f'hydra.run.dir="{run_dir}"')
     for line in run.stdout:
         if "step 30:" in line:
             break

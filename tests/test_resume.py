@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import train
-from conftest import ROOT, SHORT, SHORT_RUN, cli, compose_config, curve, default_sigint, events, short_run
+from conftest import ROOT, SHORT, SHORT_RUN, Forked, cli, compose_config, curve, events, short_run
 from trainer.config import to_train_config
 from trainer.step import TrainStep
 from trainer.stopping import Interrupted, NonFiniteLoss
@@ -23,15 +23,12 @@ def settings(run_dir: Path, cache_dir: Path, *overrides: str) -> list[str]:
     return [*SHORT, *SHORT_RUN, f"data.cache_dir={cache_dir}", f'hydra.run.dir="{run_dir}"', *overrides]
 
 
-def start_run(run_dir: Path, cache_dir: Path, *overrides: str) -> subprocess.Popen:
+def start_run(run_dir: Path, cache_dir: Path, *overrides: str) -> Forked:
     """`python train.py SETTINGS` in a process of its own, to be stopped by a signal."""
-    return subprocess.Popen(
-        [sys.executable, "-u", "train.py", *settings(run_dir, cache_dir, *overrides)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint,
-    )  # fmt: skip
+    return Forked(*settings(run_dir, cache_dir, *overrides))
 
 
-def wait_for(run: subprocess.Popen, text: str) -> None:
+def wait_for(run: Forked, text: str) -> None:
     for line in run.stdout:
         if text in line:
             return
@@ -132,12 +129,9 @@ def test_a_second_process_aiming_at_a_run_directory_in_use_is_refused_and_the_ru
     run.send_signal(signal.SIGSTOP)  # it keeps the lock while the others try
     try:
         # Two resumes of a run that is still going, and a fresh run aimed at its directory, all at once.
-        commands = [["train.py", f"trainer.resume={tmp_path}"]] * 2
-        commands.append(["train.py", *SHORT, f"data.cache_dir={cache_dir}", f"hydra.run.dir={tmp_path}"])
-        started = [
-            subprocess.Popen([sys.executable, *command], cwd=ROOT, stderr=subprocess.PIPE, text=True)
-            for command in commands
-        ]
+        commands = [[f"trainer.resume={tmp_path}"]] * 2
+        commands.append([*SHORT, f"data.cache_dir={cache_dir}", f"hydra.run.dir={tmp_path}"])
+        started = [Forked(*command, stdout=False) for command in commands]
         refusals = [(process.wait(timeout=120), process.stderr.read()) for process in started]
     finally:
         run.send_signal(signal.SIGCONT)

@@ -3,7 +3,6 @@ and an exit status, never a traceback, and leaves nothing half-written."""
 
 import re
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -13,18 +12,10 @@ import torch
 
 import train
 import trainer.run
-from conftest import ROOT, SHORT, cli, compose_config, default_sigint
+from conftest import SHORT, Forked, cli, compose_config
 from trainer.cli import run_with_one_line_errors
 from trainer.config import to_train_config
 from trainer.memory import check_memory, human, machine_memory
-
-
-def train_py_where(patch: str) -> list[str]:
-    """`python train.py ARGS` as a user starts it, with `patch` run first: it slows one part down (printing when it
-    starts), so that a signal lands in the middle of it."""
-    run_train_py = 'sys.argv = ["train.py", *sys.argv[1:]]; runpy.run_path("train.py", run_name="__main__")'
-    return ["-c", f"import runpy, sys, time, torch\n{patch}\n{run_train_py}"]
-
 
 # Every checkpoint after step 20 is written slowly: a part of the file, then a pause.
 SLOW_SAVE = """
@@ -49,19 +40,13 @@ trainer.run.build_model = slow_build
 """
 
 
-def start(run_dir: Path, cache_dir: Path, *overrides: str, script: list[str] = ("train.py",)) -> subprocess.Popen:
-    command = [sys.executable, "-u", *script, *SHORT, f"data.cache_dir={cache_dir}", f"hydra.run.dir={run_dir}"]
-    return subprocess.Popen(
-        [*command, *overrides],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=default_sigint,
-    )
+def start(run_dir: Path, cache_dir: Path, *overrides: str, patch: str) -> Forked:
+    """`python train.py SHORT OVERRIDES` in a process of its own, `patch` run first: it slows one part down (printing
+    when it starts), so that a signal lands in the middle of it."""
+    return Forked(*SHORT, f"data.cache_dir={cache_dir}", f"hydra.run.dir={run_dir}", *overrides, patch=patch)
 
 
-def wait_for(run: subprocess.Popen, text: str) -> None:
+def wait_for(run: Forked, text: str) -> None:
     for line in run.stdout:
         if text in line:
             return
@@ -71,7 +56,7 @@ def wait_for(run: subprocess.Popen, text: str) -> None:
 @pytest.mark.slow
 def test_a_second_ctrl_c_during_the_save_ends_at_once_in_one_line_naming_the_whole_checkpoint(tmp_path, cache_dir):
     run_dir = tmp_path / "run"
-    run = start(run_dir, cache_dir, "trainer.ckpt_interval=20", script=train_py_where(SLOW_SAVE))
+    run = start(run_dir, cache_dir, "trainer.ckpt_interval=20", patch=SLOW_SAVE)
     wait_for(run, "step 30:")  # last.pt holds step 20
     run.send_signal(signal.SIGINT)  # stop after this step: its checkpoint is saved, slowly
     wait_for(run, "saving step")
@@ -91,7 +76,7 @@ def test_a_second_ctrl_c_during_the_save_ends_at_once_in_one_line_naming_the_who
 @pytest.mark.slow
 @pytest.mark.parametrize("received", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_while_the_run_is_built_ends_in_one_line_with_128_plus_the_signal(received, tmp_path, cache_dir):
-    run = start(tmp_path / "run", cache_dir, script=train_py_where(SLOW_BUILD))
+    run = start(tmp_path / "run", cache_dir, patch=SLOW_BUILD)
     wait_for(run, "building the model")
     run.send_signal(received)
     assert run.wait(timeout=20) == 128 + received
