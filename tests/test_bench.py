@@ -1,6 +1,4 @@
 import json
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -13,7 +11,7 @@ from benchmark.recurrence import growth_fit, layer_pass, recurrence_summary
 from benchmark.report import check_targets
 from benchmark.settings import Section
 from benchmark.training import growth_exponent, training_flops_per_token
-from conftest import ROOT
+from conftest import ROOT, cli
 from model import Mixer, ModelConfig, TinyLM
 from trainer.config import ConfigError
 
@@ -83,12 +81,12 @@ def test_bench_config_composes_the_train_groups_and_checks_the_bench_settings():
 
 @pytest.fixture(scope="module")
 def bench_run(tmp_path_factory, cache_dir) -> tuple[dict, str]:
-    """`python bench.py` at tiny sizes: every section, one block size (1024) for the attention comparison."""
+    """`python bench.py` at tiny sizes (in this process: conftest's cli): every section, one block size (1024) for
+    the attention comparison."""
     tmp = tmp_path_factory.mktemp("bench")
     text = tmp / "text.txt"
     text.write_text("To be, or not to be, that is the question.\n" * 500)
-    command = [
-        sys.executable,
+    finished = cli(
         "bench.py",
         "data=text",
         f"data.path={text}",
@@ -105,8 +103,7 @@ def bench_run(tmp_path_factory, cache_dir) -> tuple[dict, str]:
         "bench.matmul_size=64",
         f"bench.json_path={tmp / 'out.json'}",
         f"hydra.run.dir={tmp / 'run'}",
-    ]
-    finished = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    )
     assert finished.returncode == 0, finished.stderr
     return json.loads((tmp / "out.json").read_text()), finished.stdout
 

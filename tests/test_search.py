@@ -1,14 +1,21 @@
 """+experiment=search through Hydra's real Optuna sweeper: what main returns is what the search minimises."""
 
 import csv
+import importlib.util
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from conftest import cli
 from summary.runs import read_runs
 
-optuna = pytest.importorskip("optuna", reason='the search extra: pip install -e ".[search]"')
+if TYPE_CHECKING:
+    import optuna
+
+# The search extra: pip install -e ".[search]". Looked for, not imported: optuna takes 2 s to import, which every
+# worker would pay while collecting, and only the one that runs these tests needs it (imported there).
+pytestmark = pytest.mark.skipif(not importlib.util.find_spec("optuna"), reason='pip install -e ".[search]"')
 
 # Three trials long enough for the leak to show: at step 50 an unmasked model's val/loss is near 0.9, a masked one's
 # near 3.2 (at d_model 32 it takes longer than 150 steps).
@@ -19,7 +26,7 @@ TINY = ["trainer.max_steps=50", "trainer.eval_interval=25", "trainer.ckpt_interv
 FIXED = ["optim.lr=0.01", "model.d_k=16", "model.scale=true"]
 
 
-def search(sweep_dir: Path, cache_dir: Path, trials: int, subdir: str = "${hydra.job.num}") -> optuna.Study:
+def search(sweep_dir: Path, cache_dir: Path, trials: int, subdir: str = "${hydra.job.num}") -> "optuna.Study":
     result = cli(
         "train.py",
         "+experiment=search",
@@ -31,11 +38,13 @@ def search(sweep_dir: Path, cache_dir: Path, trials: int, subdir: str = "${hydra
         f"hydra.sweep.subdir={subdir}",
     )  # the tiny settings would make names too long for a directory
     assert result.returncode == 0, result.stderr
+    import optuna
+
     return optuna.load_study(study_name="tinylm", storage=f"sqlite:///{sweep_dir}/optuna.db")
 
 
 @pytest.fixture(scope="module")
-def searched(tmp_path_factory, cache_dir) -> tuple[Path, optuna.Study]:
+def searched(tmp_path_factory, cache_dir) -> tuple[Path, "optuna.Study"]:
     sweep_dir = tmp_path_factory.mktemp("search")
     return sweep_dir, search(sweep_dir, cache_dir, trials=3)
 
