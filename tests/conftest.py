@@ -120,12 +120,15 @@ class Forked:
     stderr (pipes, or /dev/null for stdout), in `cwd`. Where the process's start is the point (a stop while torch is
     imported), a test starts a new interpreter instead."""
 
-    def __init__(self, *args: str, patch: str = "", cwd: Path = ROOT, stdout: bool = True) -> None:
+    def __init__(
+        self, *args: str, patch: str = "", cwd: Path = ROOT, stdout: bool = True, main: str | None = "train"
+    ) -> None:
         out_read, out_write = os.pipe() if stdout else (None, os.open(os.devnull, os.O_WRONLY))
         err_read, err_write = os.pipe()
+        argv = [f"{main}.py" if main else "-c", *args]  # as sys.argv reads in `python SCRIPT ARGS`, `python -c`
         self.process = FORKS.Process(
             target=run_forked,
-            args=(["train.py", *args], patch, str(cwd), DupFd(out_write), DupFd(err_write)),
+            args=(argv, patch, main, str(cwd), DupFd(out_write), DupFd(err_write)),
             daemon=True,
         )
         self.process.start()
@@ -135,22 +138,35 @@ class Forked:
         self.stdout = open(out_read, encoding="utf-8") if stdout else None
         self.stderr = open(err_read, encoding="utf-8")
 
+    @property
+    def returncode(self) -> int | None:
+        return self.process.exitcode  # -N for a process ended by signal N, as Popen's
+
     def poll(self) -> int | None:
-        return self.process.exitcode  # -N for a process ended by signal N, as Popen's returncode
+        return self.returncode
 
     def wait(self, timeout: float = 120) -> int:
         self.process.join(timeout)
-        if self.process.exitcode is None:
+        if self.returncode is None:
             raise subprocess.TimeoutExpired(["train.py"], timeout)
-        return self.process.exitcode
+        return self.returncode
 
     def send_signal(self, number: int) -> None:
         if self.poll() is None:
             os.kill(self.pid, number)
 
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
 
-def run_forked(argv: list[str], patch: str, cwd: str, stdout: DupFd, stderr: DupFd) -> None:
-    """The child of Forked: train.py's last line, then os._exit with its status."""
+    def communicate(self, timeout: float = 120) -> tuple[str | None, str]:
+        """Its exit, then what it printed (a child that prints more than a pipe holds would never exit: none here)."""
+        self.wait(timeout)
+        return (self.stdout.read() if self.stdout else None), self.stderr.read()
+
+
+def run_forked(argv: list[str], patch: str, main: str | None, cwd: str, stdout: DupFd, stderr: DupFd) -> None:
+    """The child of Forked: `patch`, then the script's last line (`main`'s main through trainer/cli.py; None: the
+    patch is the whole program, as `python -c PATCH ARGS`), then os._exit with its status."""
     status = 1
     try:
         os.dup2(stdout.detach(), 1)
@@ -164,7 +180,8 @@ def run_forked(argv: list[str], patch: str, cwd: str, stdout: DupFd, stderr: Dup
         logging.getLogger().setLevel(logging.WARNING)
         sys.argv = argv
         exec(f"import sys, time, torch\n{patch}", {})
-        run_with_one_line_errors(train.main)
+        if main:
+            run_with_one_line_errors(importlib.import_module(main).main)
         status = 0
     except SystemExit as exited:
         if isinstance(exited.code, int) or exited.code is None:

@@ -1,13 +1,10 @@
 """Runs side by side: jobs of a parallel sweep, or two runs started at once, share the token cache and never
 share a run directory."""
 
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
-from conftest import ROOT, Forked
+from conftest import Forked
 from data import DataConfig, Source, TokenizerConfig, prepare_tokens
 
 pytestmark = pytest.mark.slow
@@ -28,16 +25,7 @@ def test_processes_building_the_same_cache_entry_at_once_all_get_it_whole(tmp_pa
     if damaged:  # each process finds it damaged, and moves it aside or sees another do so
         config = DataConfig(source=Source.text, path=str(text), cache_dir=str(cache))
         (prepare_tokens(config, TokenizerConfig()).path / "val.npy").write_bytes(b"junk")
-    builders = [
-        subprocess.Popen(
-            [sys.executable, "-c", BUILD, str(cache), str(text)],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(3)
-    ]
+    builders = [Forked(str(cache), str(text), patch=BUILD, main=None) for _ in range(3)]  # python -c BUILD ...
     outputs, warnings = zip(*(builder.communicate(timeout=300) for builder in builders))
     assert all(builder.returncode == 0 for builder in builders), warnings
     assert all(len(warning.splitlines()) <= int(damaged) for warning in warnings), warnings  # one line, if any

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, cli, default_sigint
+from conftest import ROOT, Forked, cli
 from data import DataConfig, DataError, Source, TokenizerConfig, load_text, prepare_tokens
 
 WORDS = "to be or not that is the question whether tis nobler in mind suffer slings arrows outrageous fortune".split()
@@ -25,13 +25,17 @@ def long_text(path: Path, megabytes: float = 2) -> Path:
     return path
 
 
-def start_build(text: Path, cache: Path) -> subprocess.Popen:
+def start_build(text: Path, cache: Path) -> Forked:
     """train.py tokenizing `text` into a fresh cache: it stops at the first step, should it get that far."""
-    command = [sys.executable, "train.py", "data=text", f"data.path={text}", f"data.cache_dir={cache}", "tokenizer=bpe",
-               "trainer.max_steps=1", "trainer.eval_interval=1", "trainer.eval_iters=1",
-               f"hydra.run.dir={cache.parent / 'run'}"]  # fmt: skip
-    return subprocess.Popen(
-        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint
+    return Forked(
+        "data=text",
+        f"data.path={text}",
+        f"data.cache_dir={cache}",
+        "tokenizer=bpe",
+        "trainer.max_steps=1",
+        "trainer.eval_interval=1",
+        "trainer.eval_iters=1",
+        f"hydra.run.dir={cache.parent / 'run'}",
     )
 
 
@@ -39,7 +43,7 @@ def staging_dirs(cache: Path) -> list[Path]:
     return sorted(cache.glob(".*.building")) if cache.is_dir() else []
 
 
-def wait_for_staging(build: subprocess.Popen, cache: Path) -> Path:
+def wait_for_staging(build: Forked, cache: Path) -> Path:
     deadline = time.monotonic() + 60
     while not (found := staging_dirs(cache)):
         assert build.poll() is None and time.monotonic() < deadline, build.communicate()

@@ -1,14 +1,11 @@
 """What the processes around a run throw at it, through the commands a user types: a stdout that its reader closes
-early or that a full disk cannot take, a torchrun rank that is killed, a preset of the user's own that is not YAML,
-and sweeps that meet in one directory. Each ends in at most one line, loses nothing and leaves nothing behind."""
+early or that a full disk cannot take, a preset of the user's own that is not YAML, and sweeps that meet in one
+directory (a torchrun rank that is killed: tests/test_lost_rank.py). Each ends in at most one line, loses nothing
+and leaves nothing behind."""
 
 import os
-import re
-import shlex
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -94,99 +91,6 @@ def test_stdout_on_a_full_disk_is_said_once_and_the_run_trains_to_its_end(tmp_pa
     assert finished_at(run_dir) == 60
     assert (report.returncode, report.stderr) == (1, NOWHERE + "\n")
     assert "| run |" in (run_dir / "summary.md").read_text()  # what stdout could not show is in its file
-
-
-def ranks_of(marker: str) -> dict[int, int]:
-    """{rank: process id} of the torchrun worker processes whose environment holds TINYLM_TEST=`marker`."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        found = {}
-        for entry in Path("/proc").iterdir():
-            try:
-                environ = (entry / "environ").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            settings = dict(item.split(b"=", 1) for item in environ if b"=" in item)
-            if b"RANK" in settings and settings.get(b"TINYLM_TEST") == marker.encode():
-                found[int(settings[b"RANK"])] = int(entry.name)
-        if len(found) == 2:
-            return found
-        time.sleep(0.2)
-    raise AssertionError("torchrun's two ranks did not start")
-
-
-LOST = re.compile(
-    r"error: torchrun: rank (\d) \(process (\d+)\) was lost: its process ended mid-run, and the other cannot train "
-    r"without it; (\S+)/last\.pt \(step (\d+)\) is whole\. Resume with: (torchrun --standalone --nproc_per_node=2 "
-    r"train\.py trainer\.resume=\S+)"
-)
-
-
-LOSSES = [
-    (1, False),
-    (0, False),
-    (1, True),
-]  # rank 1; rank 0; rank 1 with torchrun's own SIGTERM reaching rank 0 at once
-
-
-@pytest.mark.slow
-def test_a_killed_torchrun_rank_is_named_in_one_line_with_the_resume_command_that_works(tmp_path, cache_dir):
-    """One run loses a rank three ways: each attempt is the command the last one printed, pasted into bash, and
-    the run trains on from the step that line names; the last line's command trains it to its end."""
-    run_dir = tmp_path / "run"
-    settings = [*SHORT, "trainer.max_steps=100000", "trainer.ckpt_interval=20", f"data.cache_dir={cache_dir}"]
-    environment = {**os.environ, "OMP_NUM_THREADS": "1", "TINYLM_TEST": str(tmp_path)}
-    environment["PATH"] = f"{Path(sys.executable).parent}:{os.environ['PATH']}"  # `torchrun`: this one
-    pasted = shlex.join([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                         "train.py", *settings, f"hydra.run.dir={run_dir}"])  # fmt: skip
-    step = -1
-    for killed, terminated in LOSSES:
-        case = f"rank {killed} killed{', then SIGTERM to the other' if terminated else ''}"
-        ours, pid = lose_a_rank(pasted, run_dir, environment, killed, terminated)
-        assert len(ours) == 1, (case, ours)  # no gloo traceback, no "outside the training loop", no abort
-        lost = LOST.fullmatch(ours[0])
-        assert lost and (int(lost[1]), int(lost[2]), lost[3]) == (killed, pid, str(run_dir)), (case, ours[0])
-        assert not list(run_dir.glob(".*.tmp")), case  # a checkpoint the killed rank 0 was writing is not left
-        assert int(lost[4]) > step, case  # trained on from where the line before left it
-        step, pasted = int(lost[4]), lost[5]
-        assert torch.load(run_dir / "last.pt", weights_only=True)["step"] == step, case  # whole, at the step named
-    resumed = subprocess.run(["bash", "-c", f"{pasted} trainer.max_steps={step + 20}"], cwd=ROOT, env=environment,
-                             capture_output=True, text=True, timeout=300)  # fmt: skip
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert torch.load(run_dir / "last.pt", weights_only=True)["step"] == step + 20
-
-
-def lose_a_rank(pasted: str, run_dir: Path, environment: dict, killed: int, terminated: bool) -> tuple[list[str], int]:
-    """Runs `pasted` in bash until it writes a checkpoint, SIGKILLs rank `killed` (and SIGTERMs the other if
-    `terminated`); the lines of stderr that are tinylm's or a rank's own, and the killed rank's process id."""
-    before = checkpoint_written(run_dir)
-    torchrun = subprocess.Popen(["bash", "-c", pasted], cwd=ROOT, env=environment, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
-    try:
-        ranks = ranks_of(environment["TINYLM_TEST"])
-        deadline = time.monotonic() + 120
-        while checkpoint_written(run_dir) == before:  # this attempt's first checkpoint
-            assert torchrun.poll() is None and time.monotonic() < deadline, torchrun.stderr.read()
-            time.sleep(0.05)
-        os.kill(ranks[killed], signal.SIGKILL)
-        if terminated:  # torchrun's own SIGTERM, at the moment it could come first
-            os.kill(ranks[1 - killed], signal.SIGTERM)
-        stderr = torchrun.stderr.read()
-        torchrun.wait(timeout=120)
-    finally:
-        if torchrun.poll() is None:
-            os.killpg(torchrun.pid, signal.SIGKILL)
-    ours = [line for line in stderr.splitlines() if line.startswith(("error:", "[rank", "stopped", "terminate"))]
-    return ours, ranks[killed]
-
-
-def checkpoint_written(run_dir: Path) -> tuple[int, int] | None:
-    """last.pt's inode and modification time: a new one each time a save replaces it."""
-    try:
-        status = (run_dir / "last.pt").stat()
-    except FileNotFoundError:
-        return None
-    return status.st_ino, status.st_mtime_ns
 
 
 def test_a_preset_of_the_users_own_that_is_not_yaml_is_one_line_naming_file_line_and_column(tmp_path):

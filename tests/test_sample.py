@@ -49,9 +49,11 @@ def test_a_character_the_model_never_saw_is_refused_by_name(char_run, monkeypatc
 
 
 def test_byte_level_bpe_encodes_any_prompt(tmp_path, cache_dir, monkeypatch, capsys):
-    short_run(tmp_path, cache_dir, "tokenizer=bpe", "tokenizer.vocab_size=300", "trainer.max_steps=30",
-              "trainer.eval_interval=30")  # fmt: skip
-    out = run_sample(monkeypatch, capsys, f"ckpt={tmp_path}", 'prompt="ROMEO: ☃"', "max_new_tokens=10")
+    text = tmp_path / "notes.txt"  # BPE trained on 40 KB, not the whole corpus: a byte-level vocabulary either way
+    text.write_text("ROMEO: But soft, what light through yonder window breaks?\n" * 700)
+    short_run(tmp_path / "run", cache_dir, "data=text", f"data.path={text}", "tokenizer=bpe",
+              "tokenizer.vocab_size=300", "trainer.max_steps=30", "trainer.eval_interval=30")  # fmt: skip
+    out = run_sample(monkeypatch, capsys, f"ckpt={tmp_path / 'run'}", 'prompt="ROMEO: ☃"', "max_new_tokens=10")
     assert out.startswith("ROMEO: ☃")
 
 
