@@ -281,8 +281,8 @@ def leak_sweep(tmp_path_factory, shared_cache_dir) -> Path:
 @pytest.fixture(scope="session")
 def sweep_tensorboard(leak_sweep, tmp_path_factory) -> Iterator[str]:
     """`tensorboard --logdir LEAK_SWEEP --port 0`, as a user starts it, for the tests that only read from it (the page
-    in a browser, the scalars, HParams and Custom Scalars): its address, once it has read both jobs. One per worker;
-    the tests that use it are one xdist group, so one worker (pytest_collection_modifyitems)."""
+    in a browser, the scalars, HParams and Custom Scalars): its address, once it has read both jobs. One per worker
+    that asks."""
     from attention_browser import tensorboard
 
     with tensorboard(leak_sweep, tmp_path_factory.mktemp("tensorboard") / "tensorboard.log") as url:
