@@ -71,6 +71,15 @@ def short_run(run_dir: Path, cache_dir: Path, *overrides: str) -> dict[str, floa
     return train.train(config, run_dir)
 
 
+def exit_status(exited: SystemExit, stderr) -> int:
+    """The status Python's interpreter gives sys.exit(code): 0 for None, the number, else the message printed to
+    `stderr` and 1."""
+    if exited.code is None or isinstance(exited.code, int):
+        return exited.code or 0
+    print(exited.code, file=stderr)
+    return 1
+
+
 def cli(script: str, *args: str) -> subprocess.CompletedProcess:
     """`python SCRIPT ARGS` (train.py, sample.py, attend.py, report.py, bench.py) run in this process, as the script's
     last line runs it (its main through trainer/cli.py's run_with_one_line_errors): what it printed, and its exit
@@ -91,17 +100,12 @@ def cli(script: str, *args: str) -> subprocess.CompletedProcess:
                 run_with_one_line_errors(main)
                 status = 0
             except SystemExit as exited:
-                status = exited.code
+                status = exit_status(exited, stderr)
     finally:
         for handler in root.handlers:  # Hydra's console handler and the run's train.log, now closed
             handler.close()
         root.handlers, sys.argv = handlers, argv
         root.setLevel(level)
-    if status is None:
-        status = 0
-    elif not isinstance(status, int):
-        print(status, file=stderr)
-        status = 1
     return subprocess.CompletedProcess([script, *args], status, stdout.getvalue(), stderr.getvalue())
 
 
@@ -184,15 +188,20 @@ def run_forked(argv: list[str], patch: str, main: str | None, cwd: str, stdout: 
             run_with_one_line_errors(importlib.import_module(main).main)
         status = 0
     except SystemExit as exited:
-        if isinstance(exited.code, int) or exited.code is None:
-            status = exited.code or 0
-        else:
-            print(exited.code, file=sys.stderr)
+        status = exit_status(exited, sys.stderr)
     except BaseException:
         traceback.print_exc()
     finally:
         logging.shutdown()
         os._exit(status)
+
+
+def wait_for(run: "Forked | subprocess.Popen", text: str) -> None:
+    """Reads the run's stdout until a line holds `text`; fails, with its stderr, if the run ends first."""
+    for line in run.stdout:
+        if text in line:
+            return
+    raise AssertionError(f"the run ended before printing {text!r}: {run.stderr.read()}")
 
 
 def default_sigint() -> None:

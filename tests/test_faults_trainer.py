@@ -18,7 +18,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from conftest import ROOT, SHORT, Forked, cli, curve, default_sigint, events, short_run
+from conftest import ROOT, SHORT, Forked, cli, curve, default_sigint, events, short_run, wait_for
 from data import DataConfig, DataError
 from data.sources import Source
 from trainer.checkpoint import load_checkpoint
@@ -57,13 +57,6 @@ def started(code: str, *arguments: str) -> subprocess.Popen:
         [sys.executable, "-u", "-c", f"import runpy, sys, time\n{code}\n{run_train_py}", *arguments],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint,
     )  # fmt: skip
-
-
-def wait_for(run: subprocess.Popen, text: str) -> None:
-    for line in run.stdout:
-        if text in line:
-            return
-    raise AssertionError(f"the run ended before printing {text!r}: {run.stderr.read()}")
 
 
 # Point 4 ------------------------------------------------------------------------------------------------------------

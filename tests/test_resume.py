@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import train
-from conftest import ROOT, SHORT, SHORT_RUN, Forked, cli, compose_config, curve, events, short_run
+from conftest import ROOT, SHORT, SHORT_RUN, Forked, cli, compose_config, curve, events, short_run, wait_for
 from trainer.config import to_train_config
 from trainer.step import TrainStep
 from trainer.stopping import Interrupted, NonFiniteLoss
@@ -26,13 +26,6 @@ def settings(run_dir: Path, cache_dir: Path, *overrides: str) -> list[str]:
 def start_run(run_dir: Path, cache_dir: Path, *overrides: str) -> Forked:
     """`python train.py SETTINGS` in a process of its own, to be stopped by a signal."""
     return Forked(*settings(run_dir, cache_dir, *overrides))
-
-
-def wait_for(run: Forked, text: str) -> None:
-    for line in run.stdout:
-        if text in line:
-            return
-    raise AssertionError(f"the run ended before logging {text!r}: {run.stderr.read()}")
 
 
 def resume(target: Path, *overrides: str) -> subprocess.CompletedProcess:

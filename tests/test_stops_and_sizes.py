@@ -12,7 +12,7 @@ import torch
 
 import train
 import trainer.run
-from conftest import SHORT, Forked, cli, compose_config
+from conftest import SHORT, Forked, cli, compose_config, wait_for
 from trainer.cli import run_with_one_line_errors
 from trainer.config import to_train_config
 from trainer.memory import check_memory, human, machine_memory
@@ -44,13 +44,6 @@ def start(run_dir: Path, cache_dir: Path, *overrides: str, patch: str) -> Forked
     """`python train.py SHORT OVERRIDES` in a process of its own, `patch` run first: it slows one part down (printing
     when it starts), so that a signal lands in the middle of it."""
     return Forked(*SHORT, f"data.cache_dir={cache_dir}", f"hydra.run.dir={run_dir}", *overrides, patch=patch)
-
-
-def wait_for(run: Forked, text: str) -> None:
-    for line in run.stdout:
-        if text in line:
-            return
-    raise AssertionError(f"the run ended before printing {text!r}: {run.stderr.read()}")
 
 
 @pytest.mark.slow
