@@ -1,8 +1,6 @@
-import csv
 import functools
 import itertools
 import math
-import os
 from enum import Enum
 
 import pytest
@@ -10,7 +8,7 @@ from hydra import compose, initialize_config_dir
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from conftest import ROOT, cli, compose_config
+from conftest import ROOT, compose_config
 from data import Source
 from model import QKInit
 from trainer.config import TrainConfig, to_train_config
@@ -27,10 +25,6 @@ GRIDS = {
     "projections": {"model.projections": [True, False]},
     "recurrence": {"data.distance": [4, 16, 32, 60], "model.mixer": ["attention", "gru"]},
 }
-
-# A sweep's jobs at a size that trains in a second or two.
-TINY = ["trainer.max_steps=2", "trainer.eval_interval=1", "trainer.eval_iters=1", "trainer.sample_tokens=1",
-        "trainer.batch_size=4", "model.d_model=32", "model.block_size=16"]  # fmt: skip
 
 
 @functools.cache  # composed once for the tests that read it
@@ -120,31 +114,3 @@ def test_the_recurrence_preset_trains_on_the_copy_text_and_plots_against_the_dis
         assert config.data.source is Source.copy and config.data.distance == job["data.distance"]
         assert config.data.distance <= config.model.block_size == 64
     assert preset_hydra("recurrence").callbacks.sweep_summary.x == "data.distance"
-
-
-@pytest.mark.slow
-def test_a_preset_runs_its_whole_sweep_without_dash_m_and_in_parallel_with_joblib_sharing_the_cores(
-    tmp_path, cache_dir
-):
-    result = cli(
-        "train.py",
-        "+experiment=leak",
-        "hydra/launcher=joblib",
-        "hydra.launcher.n_jobs=2",
-        *TINY,
-        f"data.cache_dir={cache_dir}",
-        f"hydra.sweep.dir={tmp_path}",
-    )
-    assert result.returncode == 0, result.stderr
-    jobs = sorted(path for path in tmp_path.iterdir() if path.is_dir())
-    # One directory per job, named by its number and its overrides, each holding a finished run.
-    assert [job.name.split("_")[0] for job in jobs] == ["0", "1"]
-    assert ["model.causal=True" in job.name.split(",") for job in jobs] == [True, False]
-    assert all((job / "last.pt").exists() and list(job.glob("events.out.tfevents.*")) for job in jobs)
-    with (tmp_path / "summary.csv").open() as file:
-        rows = list(csv.DictReader(file))
-    assert ["model.causal=True" in row["overrides"].split() for row in rows] == [True, False]
-    # joblib starts each job in a process whose OMP_NUM_THREADS is cores // n_jobs; torch takes it.
-    threads = max(os.cpu_count() // 2, 1)
-    for row in rows:
-        assert f"threads={threads};" in (tmp_path / row["run"] / "train.log").read_text()

@@ -1,4 +1,5 @@
-"""hydra/launcher=parallel: a preset's jobs, over seeds, side by side; the same numbers as one run alone."""
+"""hydra/launcher=parallel (Hydra's joblib launcher): a preset's jobs, over seeds, side by side, sharing the cores;
+the same numbers as one run alone."""
 
 import subprocess
 import sys
@@ -22,10 +23,13 @@ def train(*overrides: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def sweep_dir(tmp_path_factory, cache_dir) -> tuple[Path, str]:
+    """`python train.py +experiment=leak trainer.seed=0,1 hydra/launcher=parallel`, no -m: four jobs."""
     sweep_dir = tmp_path_factory.mktemp("parallel")
     command = [sys.executable, "train.py", "+experiment=leak", "trainer.seed=0,1", "hydra/launcher=parallel", *TINY,
                f"data.cache_dir={cache_dir}", f"hydra.sweep.dir={sweep_dir}"]  # fmt: skip
-    # A process of its own: the jobs write their lines to its stdout and stderr, as a user sees them.
+    # A process of its own: the jobs, in joblib's worker processes, write their lines to its stdout and stderr, as a
+    # user sees them (and a process of conftest's Forked, a daemon, may not start any: joblib would run them one by
+    # one in it).
     result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     return sweep_dir, result.stdout + result.stderr
@@ -38,6 +42,14 @@ def test_a_preset_over_two_seeds_runs_side_by_side_and_sums_up_per_configuration
     assert {line.split("]")[0] for line in output.splitlines() if "step 4: train loss" in line} == {
         f"[job {job}" for job in range(4)
     }  # every job's lines say whose they are
+    jobs = sorted(path for path in sweep_dir.iterdir() if path.is_dir())
+    assert [job.name.split("_")[0] for job in jobs] == ["0", "1", "2", "3"]  # named by number and overrides
+    assert ["model.causal=True" in job.name.split(",") for job in jobs] == [True, True, False, False]
+    assert all((job / "last.pt").exists() and list(job.glob("events.out.tfevents.*")) for job in jobs)
+    logs = [(job / "train.log").read_text().splitlines() for job in jobs]
+    assert all("threads=1;" in "".join(log) for log in logs)  # as that line said
+    (_, ended), (next_started, _) = [(log[0][:24], log[-1][:24]) for log in logs[:2]]
+    assert next_started < ended  # job 1 began before job 0 was done: not one after the other
     rows = read_csv(sweep_dir / "summary.csv")
     assert [(row["overrides"].split()[0], row["n"], row["seeds"]) for row in rows] == [
         ("model.causal=True", "2", "0 1"), ("model.causal=False", "2", "0 1")
