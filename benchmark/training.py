@@ -144,13 +144,22 @@ def measure_memory(config: TrainConfig, settings: BenchSettings) -> dict[str, Op
     return peaks
 
 
+def fresh_processes() -> multiprocessing.context.BaseContext:
+    """Processes forked from a server that imported the main module (bench.py, and torch with it: Python's default
+    preload) and has run nothing: none has seen another configuration, and each starts in milliseconds, not the
+    seconds of a new interpreter's imports. A new interpreter each where there is no forkserver (Windows)."""
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("forkserver")
+    return multiprocessing.get_context("spawn")
+
+
 def bench_attention(config: TrainConfig, settings: BenchSettings, device: torch.device) -> list[dict[str, Any]]:
     """The fused kernel against the explicit reference path at each block size, for a training step and for the
     attention layer alone. Their times: all calls take turns in this process, so that the ratios hold on a busy
     machine. Their peak memory: in a fresh process per path and block size, whose high-water mark and heap no
     other configuration has raised."""
     rows = []
-    spawn = multiprocessing.get_context("spawn")  # a new interpreter, not a fork of this one
+    fresh = fresh_processes()
     for block_size in settings.block_sizes:
         log.info("attention: block_size %d", block_size)
         paths = {
@@ -166,7 +175,7 @@ def bench_attention(config: TrainConfig, settings: BenchSettings, device: torch.
             )
         seconds = measure(calls, settings, device, settings.warmup_steps)
         for fused, path in paths.items():
-            with ProcessPoolExecutor(max_workers=1, mp_context=spawn) as fresh_process:
+            with ProcessPoolExecutor(max_workers=1, mp_context=fresh) as fresh_process:
                 peak_mb = fresh_process.submit(measure_memory, path, settings).result()
             row = {"block_size": block_size, "fused": fused, "batch_size": settings.attention_batch_size}
             for part in PARTS:
