@@ -4,7 +4,7 @@ share a run directory."""
 import numpy as np
 import pytest
 
-from conftest import Forked
+from conftest import SHORT, Forked
 from data import DataConfig, Source, TokenizerConfig, prepare_tokens
 
 pytestmark = pytest.mark.slow
@@ -37,13 +37,7 @@ def test_processes_building_the_same_cache_entry_at_once_all_get_it_whole(tmp_pa
 
 
 def test_runs_started_in_the_same_second_get_their_own_directories(tmp_path, cache_dir):
-    settings = [
-        "trainer.max_steps=2",
-        "trainer.eval_interval=1",
-        "trainer.eval_iters=1",
-        "trainer.sample_tokens=1",
-        f"data.cache_dir={cache_dir}",
-    ]
+    settings = [*SHORT, "trainer.max_steps=2", "trainer.eval_interval=1", f"data.cache_dir={cache_dir}"]
     runs = [Forked(*settings, cwd=tmp_path, stdout=False) for _ in range(2)]
     assert all(run.wait(timeout=120) == 0 for run in runs), [run.stderr.read() for run in runs]
     run_dirs = sorted(tmp_path.glob("outputs/*/*"))
