@@ -1,7 +1,11 @@
 """What the recorder writes, on a tiny run built but not trained: a maintainer adding a diagnostic or a logger
 changes trainer/record.py and this file."""
 
+import socket
+import time
+
 import pytest
+from torch.utils.tensorboard import SummaryWriter
 
 from conftest import compose_config, curve, events
 from trainer.config import to_train_config
@@ -94,3 +98,18 @@ def test_a_training_window_logs_what_the_mask_let_through_in_that_steps_forward_
     with Recorder(run, tmp_path / "fused", resumed=False) as recorder:  # the fused kernel keeps no reading
         recorder.training(step=10, lr=1e-3, steps=5, loss_sum=12.5)
     assert not [tag for tag in events(tmp_path / "fused").Tags()["scalars"] if tag.startswith("attn/train_")]
+
+
+def test_a_resume_in_the_second_its_earlier_run_began_still_drops_what_came_after_the_checkpoint(run, tmp_path):
+    """TensorBoard reads event files in name order: second made, host, process id. The earlier run's file here is
+    of this second and sorts after any process id of ours: the resumed run's file must still come after it."""
+    earlier = SummaryWriter(tmp_path)
+    for step in (10, 20, 30):  # logged after the checkpoint at step 0 (the run's, as built)
+        earlier.add_scalar("train/loss", 9.0, step)
+    earlier.close()
+    (written,) = tmp_path.glob("events.out.tfevents.*")
+    time.sleep(1 - time.time() % 1)  # the start of a second, which the resumed run begins in, this host's
+    written.rename(tmp_path / f"events.out.tfevents.{int(time.time()):010d}.{socket.gethostname()}.9999999999.0")
+    with Recorder(run, tmp_path, resumed=True) as recorder:
+        recorder.training(step=10, lr=1e-3, steps=5, loss_sum=12.5)
+    assert curve(events(tmp_path), "train/loss") == [(10, 2.5)]

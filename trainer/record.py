@@ -34,6 +34,7 @@ from trainer.overrides import (
     switches_label,
 )
 from trainer.run import TrainingRun
+from trainer.run_dir import EVENTS
 from trainer.tags import FINAL_TAGS, LAYOUT
 
 log = logging.getLogger("tinylm")
@@ -50,10 +51,23 @@ def quiet_writer_thread(args: threading.ExceptHookArgs) -> None:
 threading.excepthook = quiet_writer_thread
 
 
+def wait_to_sort_last(run_dir: Path) -> None:
+    """TensorBoard reads a run's event files in the order of their names, which start with the second each was made
+    in, then the host and the process id. A resumed run's purge of the steps after its checkpoint acts on what was
+    read before it: its file must sort after the earlier ones, so this waits (under a second) until the clock is
+    past the second of the newest of them, as it is unless the earlier run began in this very second."""
+    seconds = [int(stamp) for path in run_dir.glob(EVENTS) if (stamp := path.name.split(".")[3]).isdigit()]
+    remaining = max(seconds, default=0) + 1 - time.time()
+    if 0 < remaining <= 1:  # further off, the file was dated by another clock, which no wait here would pass
+        time.sleep(remaining)
+
+
 class Recorder:
     def __init__(self, run: TrainingRun, run_dir: Path, resumed: bool):
         self.run = run
         # A resumed run drops whatever the killed one logged after its checkpoint: no step appears twice.
+        if resumed:
+            wait_to_sort_last(run_dir)
         self.writer = SummaryWriter(run_dir, purge_step=run.step + 1 if resumed else None)
         if not resumed:
             self.writer.add_custom_scalars(LAYOUT)
