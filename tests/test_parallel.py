@@ -1,6 +1,7 @@
 """hydra/launcher=parallel (Hydra's joblib launcher): a preset's jobs, over seeds, side by side, sharing the cores;
 the same numbers as one run alone."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -38,10 +39,11 @@ def sweep_dir(tmp_path_factory, cache_dir) -> tuple[Path, str]:
 @pytest.mark.slow
 def test_a_preset_over_two_seeds_runs_side_by_side_and_sums_up_per_configuration(sweep_dir):
     sweep_dir, output = sweep_dir
-    assert "jobs side by side, 1 thread(s) each" in output  # the tests' workers have one thread each
+    at_once = re.search(r"(\d+) jobs side by side, 1 thread\(s\) each", output)  # the tests' workers: one thread each
+    assert at_once, output
     assert {line.split("]")[0] for line in output.splitlines() if "step 4: train loss" in line} == {
         f"[job {job}" for job in range(4)
-    }  # every job's lines say whose they are
+    }, output  # every job's lines say whose they are
     jobs = sorted(path for path in sweep_dir.iterdir() if path.is_dir())
     assert [job.name.split("_")[0] for job in jobs] == ["0", "1", "2", "3"]  # named by number and overrides
     assert ["model.causal=True" in job.name.split(",") for job in jobs] == [True, True, False, False]
@@ -49,7 +51,7 @@ def test_a_preset_over_two_seeds_runs_side_by_side_and_sums_up_per_configuration
     logs = [(job / "train.log").read_text().splitlines() for job in jobs]
     assert all("threads=1;" in "".join(log) for log in logs)  # as that line said
     (_, ended), (next_started, _) = [(log[0][:24], log[-1][:24]) for log in logs[:2]]
-    assert next_started < ended  # job 1 began before job 0 was done: not one after the other
+    assert next_started < ended or int(at_once[1]) == 1  # job 1 began before job 0 was done, where cores allow
     rows = read_csv(sweep_dir / "summary.csv")
     assert [(row["overrides"].split()[0], row["n"], row["seeds"]) for row in rows] == [
         ("model.causal=True", "2", "0 1"), ("model.causal=False", "2", "0 1")
