@@ -111,9 +111,9 @@ def cli(script: str, *args: str) -> subprocess.CompletedProcess:
 
 # Forked's children come from one server process per worker that imported train.py's modules once, torch's
 # compiler (which AdamW imports) and matplotlib (which an evaluation's attention maps import) among them, and then
-# forks a child per run: a child starts in milliseconds, where a
-# new interpreter takes seconds of imports, and from a process with no other thread (this one has tensorboard's
-# writers and the runs' background threads, whose locks a fork could copy held).
+# forks a child per run: a child starts in milliseconds, where a new interpreter takes seconds of imports, and from a
+# process with no other thread (this one has tensorboard's writers and the runs' background threads, whose locks a
+# fork could copy held).
 FORKS = multiprocessing.get_context("forkserver")
 FORKS.set_forkserver_preload(["conftest", "torch._dynamo", "matplotlib.figure"])
 
