@@ -63,8 +63,12 @@ def test_a_killed_torchrun_rank_is_named_in_one_line_with_the_resume_command_tha
     step = -1
     for killed, terminated in LOSSES:
         case = f"rank {killed} killed{', then SIGTERM to the other' if terminated else ''}"
-        ours, pid = lose_a_rank(pasted, run_dir, environment, killed, terminated)
-        assert len(ours) == 1, (case, ours)  # no gloo traceback, no "outside the training loop", no abort
+        ours, pid, stderr = lose_a_rank(pasted, run_dir, environment, killed, terminated)
+        assert len(ours) == 1, (
+            case,
+            ours,
+            stderr[-3000:],
+        )  # no gloo traceback, no "outside the training loop", no abort
         lost = LOST.fullmatch(ours[0])
         assert lost and (int(lost[1]), int(lost[2]), lost[3]) == (killed, pid, str(run_dir)), (case, ours[0])
         assert not list(run_dir.glob(".*.tmp")), case  # a checkpoint the killed rank 0 was writing is not left
@@ -77,9 +81,12 @@ def test_a_killed_torchrun_rank_is_named_in_one_line_with_the_resume_command_tha
     assert torch.load(run_dir / "last.pt", weights_only=True)["step"] == step + 20
 
 
-def lose_a_rank(pasted: str, run_dir: Path, environment: dict, killed: int, terminated: bool) -> tuple[list[str], int]:
+def lose_a_rank(
+    pasted: str, run_dir: Path, environment: dict, killed: int, terminated: bool
+) -> tuple[list[str], int, str]:
     """Runs `pasted` in bash until it writes a checkpoint, SIGKILLs rank `killed` (and SIGTERMs the other if
-    `terminated`); the lines of stderr that are tinylm's or a rank's own, and the killed rank's process id."""
+    `terminated`); the lines of stderr that are tinylm's or a rank's own, the killed rank's process id, and all of
+    stderr."""
     before = checkpoint_written(run_dir)
     torchrun = subprocess.Popen(["bash", "-c", pasted], cwd=ROOT, env=environment, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
@@ -98,7 +105,7 @@ def lose_a_rank(pasted: str, run_dir: Path, environment: dict, killed: int, term
         if torchrun.poll() is None:
             os.killpg(torchrun.pid, signal.SIGKILL)
     ours = [line for line in stderr.splitlines() if line.startswith(("error:", "[rank", "stopped", "terminate"))]
-    return ours, ranks[killed]
+    return ours, ranks[killed], stderr
 
 
 def checkpoint_written(run_dir: Path) -> tuple[int, int] | None:
