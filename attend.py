@@ -212,9 +212,6 @@ def save_figure(read_run: Read, layer: int, title: str, path: Path, scale: float
     labels = read_run.reading.labels
     figure = pattern_figure(read_run.reading.layers[layer].weights, labels, title)
     shrink = max(1.0, len(labels) / PATTERN_TOKENS)
-    heat_map = figure.axes[0]  # the colour bar comes second
-    for label in heat_map.get_xticklabels() + heat_map.get_yticklabels():
-        label.set_fontsize(label.get_fontsize() / shrink)
     add_loss_strips(figure, read_run.predictions.strips, labels, scale, shrink, read_run.trained)
     figure.savefig(path, dpi=100 * shrink)
 

@@ -1,9 +1,11 @@
 import math
 from functools import partial
 
+import matplotlib.text
 import numpy as np
 import pytest
 import torch
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from torch.utils.tensorboard import SummaryWriter
 
@@ -18,6 +20,7 @@ from trainer.diagnostics import (
     log_grad_norms,
     log_mask_readings,
     max_weight,
+    pattern_figure,
     probe_windows,
     saturated_frac,
     self_weight,
@@ -154,6 +157,36 @@ def test_log_attention_writes_every_layers_scalars_histogram_and_pattern_under_i
     assert histogram.histogram_value.max == pytest.approx(accumulator.Scalars("attn/logit_max")[0].value)
     image = accumulator.Images("attn/pattern")[0]
     assert image.step == 7 and image.width > 300 and image.encoded_image_string.startswith(b"\x89PNG")
+
+
+BPE_LABELS = ["First", "␣Citizen", ":", "↵", "Before", "␣we", "␣proceed", "␣any", "␣further", ",", "␣hear", "↵↵"]
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [
+        pytest.param(list("Before␣we␣proceed␣any␣fu"), id="characters"),
+        pytest.param(BPE_LABELS * 2, id="bpe-tokens"),
+        pytest.param(BPE_LABELS * 5, id="a-longer-text"),
+    ],
+)
+def test_the_pattern_figure_shows_every_label_and_name_whole_and_apart(labels):
+    figure = pattern_figure(uniform_causal(len(labels)), labels, "layer 0, step 600: model.causal=false,trainer.seed=1")
+    canvas = FigureCanvasAgg(figure)
+    canvas.draw()  # as TensorBoard's add_figure does
+    renderer = canvas.get_renderer()
+    texts = [text for text in figure.findobj(matplotlib.text.Text) if text.get_visible() and text.get_text()]
+    boxes = {text.get_text(): text.get_window_extent(renderer) for text in texts}
+    assert {text.get_text() for text in texts} >= set(labels)
+    inside = figure.bbox.padded(1)
+    assert [
+        name
+        for name, box in boxes.items()
+        if not inside.contains(box.x0, box.y0) or not inside.contains(box.x1, box.y1)
+    ] == []
+    names = [name for name in boxes if name.startswith(("key j", "query i", "attention weight"))]
+    assert len(names) == 3
+    assert [(name, label) for name in names for label in set(labels) if boxes[name].overlaps(boxes[label])] == []
 
 
 def test_log_grad_norms_records_every_layers_projection_gradients_before_clipping(tmp_path):

@@ -25,6 +25,9 @@ if TYPE_CHECKING:  # the readers of trained runs (viewer/) use these functions w
 
 PROBE_WINDOWS = 8  # validation windows the statistics average over: enough rows, little time
 PATTERN_TOKENS = 24  # the pattern image shows the first window's first tokens: labels readable in a thumbnail
+# The pattern figure's layout, in inches and points (pattern_figure)
+HEAT_MAP, COLOUR_BAR, LINE, GAP = 4.5, 0.9, 0.2, 0.1  # inches: the heat map's side, the bar with its numbers
+LABEL_POINTS, MONOSPACE_WIDTH = 14, 0.61  # the tokens' font size, and its characters' width in ems (DejaVu Sans Mono)
 SATURATED = 0.99  # a row whose largest weight exceeds this has collapsed onto one key
 VISIBLE_WHITESPACE = str.maketrans({" ": "␣", "\n": "↵", "\t": "⇥"})
 
@@ -171,26 +174,66 @@ def token_labels(tokenizer: Tokenizer, ids: list[int]) -> list[str]:
 def pattern_figure(weights: Tensor, labels: list[str], title: str) -> "Figure":
     """The (T, T) weights as a heat map, queries down and keys across, each labelled with its token. The diagonal
     (a token reading itself) is drawn and the future (j > i, what the causal mask hides) hatched, so weight on the
-    future stands out: a leaky model's sharp line just right of the diagonal sits on the hatching."""
+    future stands out: a leaky model's sharp line just right of the diagonal sits on the hatching. Laid out for
+    PATTERN_TOKENS labels a side: a longer text gets labels as much smaller (save it at as much higher a dpi)."""
     from matplotlib.figure import Figure  # imported on first use: 0.3 s that a run's start need not wait for
     from matplotlib.patches import Polygon
+    from matplotlib.transforms import offset_copy
 
-    figure = Figure(figsize=(6, 6.4))  # no pyplot: no global figure to close
-    figure.subplots_adjust(left=0.1, right=0.9, top=0.84, bottom=0.02)  # a layout engine would double the time
-    axes = figure.add_subplot()
+    # Every margin is set in inches from what it holds, the labels' length in a monospace font: matplotlib's ticks
+    # and layout engines would measure each label, most of a figure's time.
+    size, points = len(labels), LABEL_POINTS * min(1.0, PATTERN_TOKENS / len(labels))
+    longest = max(map(len, labels)) * points * MONOSPACE_WIDTH / 72  # inches
+    upright = longest <= points / 72  # characters read best upright, longer tokens need turning to fit
+    key_labels = points * 1.3 / 72 if upright else longest
+    title_lines = textwrap.wrap(f"attention weight a_ij, {title}", 60)
+    left = GAP + LINE + GAP + longest + GAP  # the query axis's name, then its labels
+    names = GAP + key_labels + GAP  # above the heat map: the key labels, the key axis's name, then the title
+    top = names + LINE + GAP + len(title_lines) * LINE + GAP
+    width, height = left + HEAT_MAP + COLOUR_BAR, top + HEAT_MAP + GAP
+    figure = Figure(figsize=(width, height))  # no pyplot: no global figure to close
+    axes = figure.add_axes((left / width, GAP / height, HEAT_MAP / width, HEAT_MAP / height))
     image = axes.imshow(weights.detach().float().cpu().numpy(), cmap="Blues", vmin=0, vmax=1)
-    size = len(labels)
     future = [(i + 0.5, i + offset) for i in range(size) for offset in (-0.5, 0.5)] + [(size - 0.5, -0.5)]
     axes.add_patch(Polygon(future, closed=True, fill=False, hatch="//", edgecolor="tab:orange", linewidth=0, alpha=0.6))
     axes.plot([-0.5, size - 0.5], [-0.5, size - 0.5], color="tab:red", linewidth=1, linestyle="--")
-    positions = range(size)
-    upright = max(map(len, labels)) == 1  # characters read best upright, longer tokens need turning to fit
-    axes.set_xticks(positions, labels, fontsize=14, family="monospace", rotation=0 if upright else 90)
-    axes.set_yticks(positions, labels, fontsize=14, family="monospace")
-    axes.tick_params(top=True, labeltop=True, bottom=False, labelbottom=False, length=0)
-    axes.set_xlabel("key j (the token read); hatched: j > i, the future")
-    axes.xaxis.set_label_position("top")
-    axes.set_ylabel("query i (the token reading); dashed: j = i")
-    axes.set_title(textwrap.fill(f"attention weight a_ij, {title}", 60), loc="left", fontsize=11)
-    figure.colorbar(image, ax=axes, fraction=0.046, pad=0.02)
+    axes.set_xticks([])
+    axes.set_yticks([])
+
+    def shifted(transform, x: float = 0, y: float = 0):  # moved so many inches; it moves with the heat map
+        return offset_copy(transform, figure, x=x, y=y, units="inches")
+
+    keys, queries = shifted(axes.get_xaxis_transform(), y=GAP), shifted(axes.get_yaxis_transform(), x=-GAP)
+    font = {"fontsize": points, "family": "monospace"}
+    for i, label in enumerate(labels):
+        axes.text(i, 1, label, transform=keys, ha="center", va="bottom", rotation=0 if upright else 90, **font)
+        axes.text(0, i, label, transform=queries, ha="right", va="center", **font)
+    axes.text(
+        0.5,
+        1,
+        "key j (the token read); hatched: j > i, the future",
+        transform=shifted(axes.transAxes, y=names),
+        ha="center",
+        va="bottom",
+    )
+    axes.text(
+        0,
+        0.5,
+        "query i (the token reading); dashed: j = i",
+        transform=shifted(axes.transAxes, x=GAP - left),
+        ha="left",
+        va="center",
+        rotation=90,
+    )
+    axes.text(
+        0,
+        1,
+        "\n".join(title_lines),
+        transform=shifted(axes.transAxes, y=names + LINE + GAP),
+        ha="left",
+        va="bottom",
+        fontsize=11,
+    )
+    colour_bar = figure.add_axes(((left + HEAT_MAP + 0.15) / width, GAP / height, 0.2 / width, HEAT_MAP / height))
+    figure.colorbar(image, cax=colour_bar)
     return figure
