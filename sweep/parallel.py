@@ -2,12 +2,14 @@
 
 Hydra's joblib launcher runs each job in a loky worker process, and joblib gives each worker cpu_count // n_jobs
 threads (OMP_NUM_THREADS, unless the user's environment sets it), so jobs x threads never exceed the cores. The
-workers share the terminal: their progress bars are off (TQDM_DISABLE, set by the launcher config) and each of
-their log lines starts with the job's number.
+workers share the terminal: their progress bars are off (TQDM_DISABLE, set by the launcher config), each of
+their log lines starts with the job's number and leaves in one write, so that no other job's line lands inside it.
 """
 
+import io
 import logging
 import os
+import sys
 from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
@@ -34,3 +36,17 @@ class JobsSideBySide(Callback):
         for handler in logging.getLogger().handlers:
             if isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler):
                 handler.setFormatter(logging.Formatter(f"{tag}{handler.formatter._fmt}"))
+        one_write_per_line(sys.stdout, sys.stderr)
+
+    def on_job_end(self, config: DictConfig, **kwargs: Any) -> None:
+        for stream in (sys.stdout, sys.stderr):  # what the job printed without a flush, before the next job's lines
+            stream.flush()
+
+
+def one_write_per_line(*streams: object) -> None:
+    """loky's workers write straight through (python -u): tqdm.write, through which train.py's log lines go
+    (logging_redirect_tqdm), writes a line and its line break apart, and another job's line could land between the
+    two. Buffered, a log record leaves in one write, when its handler flushes."""
+    for stream in streams:
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(write_through=False)

@@ -1,6 +1,7 @@
 """hydra/launcher=parallel (Hydra's joblib launcher): a preset's jobs, over seeds, side by side, sharing the cores;
 the same numbers as one run alone."""
 
+import io
 import re
 import subprocess
 import sys
@@ -8,9 +9,11 @@ from pathlib import Path
 
 import pytest
 from test_summary import read_csv
+from tqdm import tqdm
 
 from conftest import ROOT, cli
 from summary.runs import read_runs
+from sweep.parallel import one_write_per_line
 
 TINY = ["trainer.max_steps=4", "trainer.eval_interval=2", "trainer.ckpt_interval=2", "trainer.eval_iters=1",
         "trainer.sample_tokens=1", "trainer.batch_size=4", "model.d_model=32", "model.block_size=16"]  # fmt: skip
@@ -68,3 +71,26 @@ def test_a_job_beside_others_ends_where_it_ends_alone(sweep_dir, tmp_path, cache
     assert beside.settings == alone.settings
     assert beside.curves["val/loss"] == alone.curves["val/loss"]
     assert beside.curves["train/loss"] == alone.curves["train/loss"]
+
+
+class Writes(io.RawIOBase):
+    """A file that keeps each write it is given."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        self.writes.append(bytes(data))
+        return len(data)
+
+
+def test_a_jobs_log_line_leaves_in_one_write_though_its_worker_writes_straight_through():
+    file = Writes()
+    stdout = io.TextIOWrapper(file, write_through=True)  # as a loky worker's stdout is (python -u)
+    one_write_per_line(stdout)
+    tqdm.write("[job 3] step 4: train loss 4.1719", file=stdout)  # as logging_redirect_tqdm's handler writes a record
+    stdout.flush()
+    assert file.writes == [b"[job 3] step 4: train loss 4.1719\n"]  # another job's line cannot land inside it
