@@ -13,9 +13,10 @@ import torch
 import train
 import trainer.run
 from conftest import SHORT, Forked, cli, compose_config, wait_for
+from model import Mixer, ModelConfig, TinyLM
 from trainer.cli import run_with_one_line_errors
 from trainer.config import to_train_config
-from trainer.memory import check_memory, human, machine_memory
+from trainer.memory import check_memory, human, machine_memory, parameter_count
 
 # Every checkpoint after step 20 is written slowly: a part of the file, then a pause.
 SLOW_SAVE = """
@@ -131,6 +132,23 @@ def test_the_default_run_and_the_presets_pass_the_estimate(overrides):
     check_memory(to_train_config(compose_config(*overrides)))  # raises ConfigError if refused
 
 
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {},
+        {"n_layer": 3, "d_k": 8, "d_v": 24},
+        {"projections": False},
+        {"qk_norm": True},
+        {"mixer": Mixer.gru},
+        {"mixer": Mixer.lstm, "n_layer": 2},
+    ],
+    ids=["default", "three-layers", "no-projections", "qk-norm", "gru", "lstm"],
+)
+def test_the_estimate_counts_the_parameters_a_built_model_has(settings):
+    config = ModelConfig(vocab_size=77, **settings)
+    assert parameter_count(config) == sum(p.numel() for p in TinyLM(config).parameters())
+
+
 # How torch on a CPU, numpy and CUDA say it, after the estimate let a run through (a machine busy with other work,
 # say), by the size each could not allocate.
 ALLOCATION_FAILURES = {
@@ -190,15 +208,23 @@ def run_bench(monkeypatch, *overrides: str) -> str:
     "override, message",
     [
         ("bench.json_path={tmp}", "bench.json_path={tmp}: is a directory; name a file in it, e.g. bench.json"),
-        ("bench.json_path={tmp}/file/b.json",
-         "bench.json_path={tmp}/file/b.json: {tmp}/file is a file, not a directory"),
-        ("bench.matmul_size=10000000", "bench.matmul_size=10000000: its matmul needs 1.2 PB (three n x n matrices), "
-         "more than the {memory} of this machine's memory; lower it"),
-        ("bench.block_sizes=[100000000]", "bench.attention_batch_size=8, bench.block_sizes=[100000000]: the attention "
-         "comparison at block size 100000000 needs at least 960.0 PB (one training step's activations: 800,000,000 "
-         "tokens), more than the {memory} of this machine's memory; lower them"),
+        (
+            "bench.json_path={tmp}/file/b.json",
+            "bench.json_path={tmp}/file/b.json: {tmp}/file is a file, not a directory",
+        ),
+        (
+            "bench.matmul_size=10000000",
+            "bench.matmul_size=10000000: its matmul needs 1.2 PB (three n x n matrices), "
+            "more than the {memory} of this machine's memory; lower it",
+        ),
+        (
+            "bench.block_sizes=[100000000]",
+            "bench.attention_batch_size=8, bench.block_sizes=[100000000]: the attention "
+            "comparison at block size 100000000 needs at least 960.0 PB (one training step's activations: 800,000,000 "
+            "tokens), more than the {memory} of this machine's memory; lower them",
+        ),
     ],
-)  # fmt: skip
+)
 def test_bench_refuses_a_place_or_size_that_cannot_work_before_measuring(override, message, tmp_path, monkeypatch):
     (tmp_path / "file").write_text("")
     overrides = [override.format(tmp=tmp_path), "trainer.device=cpu", f"hydra.run.dir={tmp_path}/run"]
@@ -209,15 +235,23 @@ def test_bench_refuses_a_place_or_size_that_cannot_work_before_measuring(overrid
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        (["trainer.seed=100000000000000000000000"], "trainer.seed=100000000000000000000000: must be between "
-         "-4611686018427387904 and 4611686018427387904 (2**62)"),
-        (["trainer.sample_tokens=1000000000"], "trainer.sample_tokens=1000000000: must be at most 100000: each is a "
-         "forward pass"),
-        (["tokenizer=bpe", "tokenizer.vocab_size=1000000000"], "tokenizer.vocab_size=1000000000: this run needs at "
-         "least 70.0 GB (the BPE trainer's tables for 1,000,000,000 tokens), more than the {memory} of this "
-         "machine's memory; lower it"),
+        (
+            ["trainer.seed=100000000000000000000000"],
+            "trainer.seed=100000000000000000000000: must be between "
+            "-4611686018427387904 and 4611686018427387904 (2**62)",
+        ),
+        (
+            ["trainer.sample_tokens=1000000000"],
+            "trainer.sample_tokens=1000000000: must be at most 100000: each is a forward pass",
+        ),
+        (
+            ["tokenizer=bpe", "tokenizer.vocab_size=1000000000"],
+            "tokenizer.vocab_size=1000000000: this run needs at "
+            "least 70.0 GB (the BPE trainer's tables for 1,000,000,000 tokens), more than the {memory} of this "
+            "machine's memory; lower it",
+        ),
     ],
-)  # fmt: skip
+)
 def test_numbers_that_crashed_or_hung_a_run_are_refused_in_one_line(overrides, message, tmp_path, monkeypatch):
     if "70.0 GB" in message and machine_memory() > 70e9:
         pytest.skip("this machine could hold the BPE trainer's tables")

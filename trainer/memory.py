@@ -8,6 +8,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Optional
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from data import TokenizerKind
 from model import ModelConfig, TinyLM, stores_scores
@@ -42,10 +43,20 @@ class Need:
     settings: list[str]
 
 
+class Uninitialised(TorchFunctionMode):
+    """torch.nn.init's functions leave their tensor as it is: on the meta device there are no values to set, and
+    there normal_ runs PyTorch's Python reference, which imports torch's compiler (1.5 s of a refused run's 4)."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if getattr(func, "__module__", None) == "torch.nn.init":
+            return args[0] if args else kwargs["tensor"]
+        return func(*args, **(kwargs or {}))
+
+
 def parameter_count(model: ModelConfig) -> int:
     """TinyLM's parameters for these settings, counted on the meta device (no memory): one layer built whole,
     the others as many times one block, so a huge n_layer costs no time either."""
-    with torch.device("meta"):
+    with torch.device("meta"), Uninitialised():
         one_layer = sum(p.numel() for p in TinyLM(replace(model, n_layer=1)).parameters())
         block = sum(p.numel() for p in Block(model).parameters())
     return one_layer + (model.n_layer - 1) * block
