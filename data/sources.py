@@ -60,11 +60,22 @@ class Corpus:
             position += len(chunk)
 
 
+# The settings that one source alone reads: set under another, they would be ignored without a word (data.path=FILE
+# without data=text trains on Shakespeare).
+READ_BY = {"path": Source.text, "name": Source.hub, "subset": Source.hub}
+
+
 def data_problems(config: DataConfig, tokenizer: TokenizerConfig, block_size: int) -> list[str]:
     """What cannot work in these data settings, one line each naming the setting (trainer/config.py's checks)."""
+    problems = [
+        f"data.{key}={getattr(config, key)}: only data={source.value} reads it, and this run's data is "
+        f"data={config.source.value}; add data={source.value} to train on it"
+        for key, source in READ_BY.items()
+        if getattr(config, key) is not None and config.source is not source
+    ]
     if config.source is Source.copy:
-        return copy_problems(config.distance, block_size, tokenizer.kind.value)
-    return []
+        problems += copy_problems(config.distance, block_size, tokenizer.kind.value)
+    return problems
 
 
 def open_corpus(config: DataConfig) -> Corpus:

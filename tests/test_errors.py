@@ -68,6 +68,10 @@ ROWS = [
      "one copies must be inside the window"),
     (["data=copy", "tokenizer=bpe"], "tokenizer=bpe: data=copy is single letters, one token each; use "
      "tokenizer=char"),
+    (["data.path={tmp}/short.txt"], "data.path={tmp}/short.txt: only data=text reads it, and this run's data is "
+     "data=shakespeare; add data=text to train on it"),
+    (["data=copy", "data.name=karpathy/tiny_shakespeare"], "data.name=karpathy/tiny_shakespeare: only data=hub reads "
+     "it, and this run's data is data=copy; add data=hub to train on it"),
     (["model.dropout=1"], "model.dropout=1.0: must be at least 0 and below 1"),
     (["model.dropout=-0.1"], "model.dropout=-0.1: must be at least 0 and below 1"),
     (["trainer.eval_interval=5000"], "trainer.eval_interval=5000: must not exceed trainer.max_steps=3000"),
