@@ -5,7 +5,7 @@ from hydra.errors import ConfigCompositionException
 from conftest import ROOT, cli, compose_config
 from data import Source, TokenizerKind
 from model import QKInit
-from trainer.config import ConfigError, TrainConfig, to_train_config
+from trainer.config import ConfigError, TrainConfig, plain_config, to_train_config, to_typed
 from trainer.distributed import pick_device
 
 # The settings an option cannot do without (null in its YAML, and checked when the data is loaded).
@@ -29,6 +29,21 @@ def test_defaults_are_the_lessons_model_on_the_embedded_corpus():
     assert config.model.scale and config.model.causal and config.model.qk_init is QKInit.unit
     assert config.model.n_layer == 1 and config.model.d_k == config.model.d_model
     assert config.data.source is Source.shakespeare and config.tokenizer.kind is TokenizerKind.char
+
+
+@pytest.mark.parametrize("option", OPTIONS)
+def test_the_plain_settings_a_checkpoint_holds_are_plain_values_and_build_the_same_config(option):
+    config = to_train_config(
+        compose_config(option, *REQUIRED.get(option, []), "trainer.precision=bf16", "model.mask_value=-1e4")
+    )
+    plain = plain_config(config)
+
+    def values(node: dict) -> list:
+        return [item for value in node.values() for item in (values(value) if isinstance(value, dict) else [value])]
+
+    assert all(value is None or type(value) in (str, int, float, bool) for value in values(plain))  # weights_only
+    assert plain["trainer"]["precision"] == "bf16" and plain["model"]["qk_init"] == config.model.qk_init.name
+    assert to_typed(TrainConfig, plain) == config
 
 
 def test_overrides_reach_typed_settings():
