@@ -1,3 +1,5 @@
+from __future__ import annotations
+
 import atexit
 import os
 import shutil
@@ -30,22 +32,34 @@ from collections.abc import Callable, Iterator
 from contextlib import redirect_stderr, redirect_stdout
 from multiprocessing.reduction import DupFd
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from hydra import compose, initialize_config_dir
-from omegaconf import DictConfig
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-import train
-from trainer.cli import run_with_one_line_errors
-from trainer.config import register_schema, to_train_config
+# Hydra, TensorBoard and tinylm's modules (torch with them) are imported in the functions that use them: pytest-xdist's
+# controller loads this file too and runs no test, and a worker's test files import them anyway. Imported here, they
+# held every worker's start back by the controller's 3 s, a run of the whole suite or of one file alike.
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 ROOT = Path(__file__).resolve().parents[1]
-register_schema()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The files that train for real (a `slow` test in them) first, in the order collected, then the quick ones:
+    pytest-xdist's two workers take a file at a time in this order (pyproject's addopts), so both end on quick files
+    together, not one on a file of runs while the other waits."""
+    training = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in training)  # a stable sort: each file's tests stay in their order
 
 
 def compose_config(*overrides: str) -> DictConfig:
     """configs/train.yaml composed by Hydra, as `python train.py OVERRIDES` would."""
+    from hydra import compose, initialize_config_dir
+
+    import train  # noqa: F401  registers the schema, configs/train.yaml's first default
+
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
         return compose("train", overrides=list(overrides))
 
@@ -66,6 +80,9 @@ SHORT = [
 
 def short_run(run_dir: Path, cache_dir: Path, *overrides: str) -> dict[str, float]:
     """train.py's train() on SHORT and `overrides`, in this process; returns the last evaluation's losses."""
+    import train
+    from trainer.config import to_train_config
+
     run_dir.mkdir(parents=True, exist_ok=True)
     config = to_train_config(compose_config(*SHORT, f"data.cache_dir={cache_dir}", *overrides))
     return train.train(config, run_dir)
@@ -88,6 +105,8 @@ def cli(script: str, *args: str) -> subprocess.CompletedProcess:
     set their own, writing to this stdout and stderr), and is put back as it was after. For the tests whose point is
     not the process itself: signals, a closed or full stdout, torchrun and the commands pasted into bash keep theirs.
     """
+    from trainer.cli import run_with_one_line_errors
+
     main = importlib.import_module(Path(script).stem).main
     stdout, stderr = io.StringIO(), io.StringIO()
     root = logging.getLogger()
@@ -115,7 +134,7 @@ def cli(script: str, *args: str) -> subprocess.CompletedProcess:
 # process with no other thread (this one has tensorboard's writers and the runs' background threads, whose locks a
 # fork could copy held).
 FORKS = multiprocessing.get_context("forkserver")
-FORKS.set_forkserver_preload(["conftest", "torch._dynamo", "matplotlib.figure"])
+FORKS.set_forkserver_preload(["conftest", "train", "torch._dynamo", "matplotlib.figure"])
 
 
 class Forked:
@@ -172,6 +191,8 @@ class Forked:
 def run_forked(argv: list[str], patch: str, main: str | None, cwd: str, stdout: DupFd, stderr: DupFd) -> None:
     """The child of Forked: `patch`, then the script's last line (`main`'s main through trainer/cli.py; None: the
     patch is the whole program, as `python -c PATCH ARGS`), then os._exit with its status."""
+    from trainer.cli import run_with_one_line_errors
+
     status = 1
     try:
         os.dup2(stdout.detach(), 1)
@@ -220,6 +241,8 @@ def train_sweep(sweep_dir: Path, cache_dir: Path, *overrides: str) -> Path:
 
 
 def events(run_dir: Path) -> EventAccumulator:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
     accumulator = EventAccumulator(str(run_dir), size_guidance={"scalars": 0, "tensors": 0})
     accumulator.Reload()
     return accumulator
