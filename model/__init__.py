@@ -1,10 +1,9 @@
 """The single-head attention language model of the lesson."""
 
-from model.attention import AttentionResult, MaskReading, QKInit, SingleHeadSelfAttention, attention
+from model.attention import AttentionResult, MaskReading, SingleHeadSelfAttention, attention
+from model.config import Mixer, ModelConfig, QKInit
 from model.softmax_jacobian import softmax_jacobian_norm
 from model.tinylm import (
-    Mixer,
-    ModelConfig,
     TinyLM,
     model_problems,
     parameters_of,

@@ -2,15 +2,13 @@
 
 import math
 from collections.abc import Callable
-from enum import Enum
-from typing import TYPE_CHECKING, NamedTuple, Optional
+from typing import NamedTuple, Optional
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-if TYPE_CHECKING:
-    from model.tinylm import ModelConfig
+from model.config import ModelConfig, QKInit
 
 
 class AttentionResult(NamedTuple):
@@ -76,20 +74,12 @@ def read_mask(result: AttentionResult) -> MaskReading:
     return MaskReading(future_mass, result.scores.masked_fill(future, math.inf).amin())
 
 
-class QKInit(Enum):
-    """How W^Q and W^K start, which decides whether unscaled scores saturate the softmax."""
-
-    unit = "unit"  # N(0, 1/d_model): unit-variance q and k on layer-normed inputs, the lesson's premise
-    gpt2 = "gpt2"  # N(0, 0.02^2): small scores at small width, so saturation barely shows
-    torch = "torch"  # PyTorch's nn.Linear default, uniform(-1/sqrt(d_model), 1/sqrt(d_model))
-
-
 class SingleHeadSelfAttention(nn.Module):
     """The lesson's layer, built from the model's settings (ModelConfig): W^Q, W^K, W^V project x into q, k, v,
     attention() mixes the values, W^O maps the mix back to d_model. Without projections (config.projections false)
     q = k = v = x: the lesson's first equation, scores x_i . x_j, the x_j themselves mixed, and no W^O."""
 
-    def __init__(self, config: "ModelConfig"):
+    def __init__(self, config: ModelConfig):
         super().__init__()
         d_model, d_k, d_v = config.d_model, config.d_k, config.d_v
         self.projections = config.projections
@@ -165,6 +155,6 @@ class SingleHeadSelfAttention(nn.Module):
         return self.q_norm(q), self.k_norm(k), v
 
 
-def mask_value(config: "ModelConfig") -> float:
+def mask_value(config: ModelConfig) -> float:
     """The score the mask writes over future keys: model.mask_value, null meaning minus infinity."""
     return -math.inf if config.mask_value is None else config.mask_value

@@ -6,48 +6,17 @@ alternative, with the same embeddings, MLP and head around it.
 
 import logging
 import math
-from dataclasses import dataclass, replace
-from enum import Enum
+from dataclasses import replace
 from typing import Optional
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from model.attention import AttentionResult, QKInit, SingleHeadSelfAttention, mask_value
+from model.attention import AttentionResult, SingleHeadSelfAttention, mask_value
+from model.config import Mixer, ModelConfig
 
 log = logging.getLogger(__name__)
-
-
-class Mixer(Enum):
-    """What mixes the positions in each block."""
-
-    attention = "attention"  # the lesson's single-head self-attention: every pair one hop apart
-    gru = "gru"  # torch.nn.GRU of width d_model: position t reads the past through h_{t-1}
-    lstm = "lstm"  # torch.nn.LSTM of width d_model, likewise, with its gated cell
-
-
-@dataclass
-class ModelConfig:
-    vocab_size: Optional[int] = None  # set from the tokenizer
-    block_size: int = 64  # context length in tokens
-    d_model: int = 128
-    d_k: int = 128  # query and key width: the d_k of 1/sqrt(d_k)
-    d_v: int = 128  # value width
-    n_layer: int = 1
-    mlp: bool = True
-    dropout: float = 0.0
-    scale: bool = True  # divide the scores by sqrt(d_k)
-    causal: bool = True  # mask the future: position i sees only j <= i
-    qk_init: QKInit = QKInit.unit
-    fused: bool = True  # train through F.scaled_dot_product_attention; false: the explicit reference path
-    qk_norm: bool = False  # LayerNorm q and k over their d_k features: bounds the scores whatever W^Q, W^K become
-    softcap: float = 0.0  # c > 0: scores become c tanh(s / c) before the mask (Gemma 2); takes the reference path
-    # What the mask writes over the future keys' scores: null (or -inf) is minus infinity, exactly zero weight; a finite
-    # number (minGPT's -1e4) replaces those scores, as minGPT and HF's GPT-2 did, and takes the reference path.
-    mask_value: Optional[float] = None
-    projections: bool = True  # W^Q, W^K, W^V and W^O; false: q = k = v = x, the weighted sum of the x_j themselves
-    mixer: Mixer = Mixer.attention  # gru or lstm: a recurrent layer in attention's place, the rest as it is
 
 
 def model_problems(config: ModelConfig) -> list[str]:

@@ -8,7 +8,7 @@ from torch import Tensor
 
 from data.errors import DataError
 from data.tokenizer import encode_known
-from model.tinylm import Mixer
+from model.config import Mixer
 from trainer.diagnostics import SATURATED, entropy, future_mass, max_weight, token_labels
 from viewer.checkpoints import Trained
 from viewer.trace import LayerTrace, trace_forward
