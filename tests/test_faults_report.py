@@ -4,13 +4,12 @@ import os
 import resource
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from torch.utils.tensorboard import SummaryWriter
 
-from conftest import ROOT, cli
+from conftest import Forked, cli
 
 
 def a_run(run_dir: Path) -> Path:
@@ -97,7 +96,8 @@ def small_file_limit() -> None:
 def test_summary_files_that_cannot_be_written_are_one_line_naming_out(tmp_path):
     a_run(tmp_path / "run")
     # A process of its own: the limit holds for the whole process.
-    command = [sys.executable, "report.py", str(tmp_path / "run"), "--out", str(tmp_path / "out")]
-    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=60, preexec_fn=small_file_limit)
-    line = one_line(result)
+    limited = "from test_faults_report import small_file_limit; small_file_limit()"
+    report_py = Forked(str(tmp_path / "run"), "--out", str(tmp_path / "out"), main="report", patch=limited)
+    _, stderr = report_py.communicate(timeout=60)
+    line = one_line(subprocess.CompletedProcess(["report.py"], report_py.returncode, "", stderr))
     assert line == f"error: {tmp_path}/out: the summary files cannot be written (File too large)"
