@@ -97,7 +97,9 @@ def test_summary_files_that_cannot_be_written_are_one_line_naming_out(tmp_path):
     a_run(tmp_path / "run")
     # A process of its own: the limit holds for the whole process.
     limited = "from test_faults_report import small_file_limit; small_file_limit()"
-    report_py = Forked(str(tmp_path / "run"), "--out", str(tmp_path / "out"), main="report", patch=limited)
+    report_py = Forked(
+        str(tmp_path / "run"), "--out", str(tmp_path / "out"), main="report", patch=limited, stdout=False
+    )
     _, stderr = report_py.communicate(timeout=60)
     line = one_line(subprocess.CompletedProcess(["report.py"], report_py.returncode, "", stderr))
     assert line == f"error: {tmp_path}/out: the summary files cannot be written (File too large)"
