@@ -25,10 +25,10 @@ from trainer.checkpoint import CheckpointError
 from trainer.cli import one_line_errors, run_with_one_line_errors
 from trainer.config import ConfigError, to_typed
 from trainer.diagnostics import PATTERN_TOKENS, pattern_figure
-from viewer.checkpoints import Trained, load, named_checkpoint
+from viewer.checkpoints import Checkpoint, load, named_checkpoint
 from viewer.generation import temperature_problem
-from viewer.predictions import COUNTERFACTUALS, Predictions, Strip, predict
-from viewer.readings import VALIDATION_LINE, Reading, cut_note, read, row_statistics, verdict
+from viewer.predictions import COUNTERFACTUALS, Predictions, Strip, predict, probability
+from viewer.readings import VALIDATION_LINE, Reading, cut_note, layer_problem, read, row_statistics, verdict
 from viewer.runs import RunEntry, checkpoint_at, list_runs, steps_of
 
 FULL_VECTOR = 8  # y_i is printed whole up to this d_v, else by its size
@@ -37,7 +37,7 @@ NOTABLE = 0.05  # and only those that make this much of sum_j a_ij |v_j|
 STRIP_INCHES = 0.6  # the PNG's height per loss strip (its row of tokens and its title)
 KEY_INCHES = 0.8  # and for the strips' colour key below them
 LOSS_COLOURS = "YlOrRd"  # low loss pale, high loss dark red
-LOOKS = {"masked": "future masked", "uniform": "uniform", "silent": "no look"}  # (b)-(d) as the line names them
+LOOKS = {"masked": "future masked", "uniform": "uniform", "no_look": "no look"}  # (b)-(d) as the line names them
 
 
 @dataclass
@@ -55,12 +55,12 @@ ConfigStore.instance().store(name="attend_schema", node=AttendConfig)  # the fir
 
 
 @dataclass
-class Read:
+class Report:
     """One run read for the query: what is printed and drawn of it."""
 
     run: RunEntry
     path: Path
-    trained: Trained
+    checkpoint: Checkpoint
     reading: Reading
     predictions: Predictions
     query: int
@@ -81,10 +81,11 @@ def runs_of(ckpt: str) -> list[RunEntry]:
 
 
 def query_index(query: Optional[int], reading: Reading) -> int:
-    """The query the settings name; by default the last token whose next token the text holds."""
+    """The query the settings name; by default the last token with a target in the text (for next-token prediction,
+    the last whose next token the text holds)."""
     tokens = len(reading.ids)
     if query is None:
-        return tokens - 1 if reading.targets[-1] is not None else max(tokens - 2, 0)
+        return max((i for i, target in enumerate(reading.targets) if target is not None), default=0)
     if not -tokens <= query < tokens:
         raise ConfigError(
             f"query={query}: the model reads {tokens} tokens of this text (query=0 to {tokens - 1}, or negative)"
@@ -92,24 +93,18 @@ def query_index(query: Optional[int], reading: Reading) -> int:
     return query % tokens
 
 
-def check_layer(layer: int, trained: Trained) -> None:
-    n_layer = trained.model.config.n_layer
-    if not 0 <= layer < n_layer:
-        raise ConfigError(
-            f"layer={layer}: this model has {n_layer} layer{'s' * (n_layer > 1)} (layer=0 to {n_layer - 1})"
-        )
-
-
-def read_run(run: RunEntry, config: AttendConfig) -> Read:
+def read_run(run: RunEntry, config: AttendConfig) -> Report:
     """The run at the chosen step, read for the query; a setting it cannot take is a one-line error."""
     path = run.checkpoint if config.step is None else checkpoint_at(run, config.step)
-    trained = load(path)
-    check_layer(config.layer, trained)
-    reading = read(trained, config.text)
-    if all(target is None for target in reading.targets):
-        raise ConfigError(f"text={config.text!r}: one token, so there is no next token to score; give two or more")
+    checkpoint = load(path)
+    if problem := layer_problem(config.layer, checkpoint.model.config.n_layer):
+        raise ConfigError(problem)
+    reading = read(checkpoint, config.text)
+    predictions = predict(checkpoint, reading, config.layer, config.temperature)
+    if predictions.problem:
+        raise ConfigError(f"text={config.text!r}: {checkpoint.task.too_short}")
     i = query_index(config.query, reading)
-    return Read(run, path, trained, reading, predict(trained, reading, config.layer, config.temperature), i)
+    return Report(run, path, checkpoint, reading, predictions, i)
 
 
 def trace_text(reading: Reading, layer: int, i: int) -> str:
@@ -149,7 +144,7 @@ def trace_text(reading: Reading, layer: int, i: int) -> str:
     stats = {name: values[i] for name, values in row_statistics(trace.weights).items()}
     row = f"entropy {stats['entropy']:.3f} nats, largest weight {stats['max_weight']:.3f} (j={top} {labels[top]!r})"
     lines.append(f"row i: {row}, future mass {stats['future_mass']:.3f}")
-    if words := verdict(trace, i):
+    if words := verdict(reading, layer, i):
         lines.append(words)
     return "\n".join(lines)
 
@@ -174,12 +169,7 @@ def loss(value: float | None) -> str:
     return "" if value is None else f"{value:.3f}"
 
 
-def chance(p: float) -> str:
-    """A probability to three decimals, a smaller one in full: 0.507, 9.6e-05."""
-    return f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
-
-
-def prediction_text(read_run: Read, temperature: float, layer: int) -> str:
+def prediction_text(read_run: Report, temperature: float, layer: int) -> str:
     """The query's top five in each strip, the next token's probability, and the counterfactual line."""
     i, predictions = read_run.query, read_run.predictions
     upcoming = predictions.strips[0].predictions[i].next
@@ -198,25 +188,25 @@ def prediction_text(read_run: Read, temperature: float, layer: int) -> str:
     if found is None:
         lines.append("what the look contributes needs the next token: the text has none after this query")
         return "\n".join(lines)
-    looks = ", ".join(f"{LOOKS[kind]} {chance(getattr(found, kind))}" for kind in COUNTERFACTUALS)
-    trained = chance(found.trained)
+    looks = ", ".join(f"{LOOKS[kind]} {probability(getattr(found, kind))}" for kind in COUNTERFACTUALS)
+    trained = probability(found.trained)
     lines.append(f"what the look contributes, p({upcoming!r}) at layer {layer}: as trained {trained}, {looks}")
     lines.append(found.words)
     return "\n".join(lines)
 
 
-def save_figure(read_run: Read, layer: int, title: str, path: Path, scale: float) -> None:
+def save_figure(read_run: Report, layer: int, title: str, path: Path, scale: float) -> None:
     """The Images tab's pattern figure of the weights, with the loss strips below it on one colour `scale` (nats).
     It is laid out for PATTERN_TOKENS labels a side; a longer text gets labels as much smaller and pixels as much
     denser, so that each label stays as many pixels tall."""
     labels = read_run.reading.labels
     figure = pattern_figure(read_run.reading.layers[layer].weights, labels, title)
     shrink = max(1.0, len(labels) / PATTERN_TOKENS)
-    add_loss_strips(figure, read_run.predictions.strips, labels, scale, shrink, read_run.trained)
+    add_loss_strips(figure, read_run.predictions.strips, labels, scale, shrink, read_run.checkpoint)
     figure.savefig(path, dpi=100 * shrink)
 
 
-def add_loss_strips(figure, strips: list[Strip], labels: list[str], scale: float, shrink: float, trained) -> None:
+def add_loss_strips(figure, strips: list[Strip], labels: list[str], scale: float, shrink: float, checkpoint) -> None:
     """The text as a row of tokens coloured by their loss, one row a strip, under the heat map and as wide as it (so
     token i sits under key column i), and a colour key marking ln(vocab_size), a uniform guess's loss."""
     import numpy as np
@@ -250,7 +240,7 @@ def add_loss_strips(figure, strips: list[Strip], labels: list[str], scale: float
         axes.set_title(title, fontsize=8, loc="left")
     key = figure.add_axes([x0, KEY_INCHES * 0.55 / total, columns_width, KEY_INCHES * 0.15 / total])
     bar = figure.colorbar(image, cax=key, orientation="horizontal")
-    uniform = math.log(trained.model.config.vocab_size)
+    uniform = math.log(checkpoint.model.config.vocab_size)
     bar.ax.axvline(uniform, color="black", linewidth=1.5)
     bar.ax.tick_params(labelsize=7)
     bar.set_label(
@@ -258,10 +248,10 @@ def add_loss_strips(figure, strips: list[Strip], labels: list[str], scale: float
     )
 
 
-def loss_scale(readings: list[Read]) -> float:
+def loss_scale(readings: list[Report]) -> float:
     """One colour scale for every run's strips: up to the highest loss among them, and at least ln(vocab_size)."""
     highest = [x for read in readings for strip in read.predictions.strips for x in strip.losses if x is not None]
-    uniform = [math.log(read.trained.model.config.vocab_size) for read in readings]
+    uniform = [math.log(read.checkpoint.model.config.vocab_size) for read in readings]
     return max([1.0, *uniform, *highest])
 
 
@@ -279,19 +269,20 @@ def check_settings(config: AttendConfig) -> None:
         raise ConfigError(problem)
 
 
-def report(found: Read, config: AttendConfig, scale: float, several: bool) -> None:
+def report(found: Report, config: AttendConfig, scale: float, several: bool) -> None:
     """One run's lines, and its PNG (written whether or not stdout still reads: trainer/cli.py's Output)."""
-    run, reading, trained = found.run, found.reading, found.trained
+    run, reading, checkpoint = found.run, found.reading, found.checkpoint
     header = f"== {run.name}" + (f"  ({run.label})" if run.label else "")
     print(f"{header}\n{run.note}" if run.note and found.path == run.checkpoint else header)
     cut = f" ({cut_note(reading)})" if cut_note(reading) else ""
-    print(f"{found.path.name}, step {trained.step}, layer {config.layer}; {len(reading.ids)} tokens{cut}")
+    print(f"{found.path.name}, step {checkpoint.step}, layer {config.layer}; {len(reading.ids)} tokens{cut}")
     print(trace_text(reading, config.layer, found.query))
     print(losses_text(reading, found.predictions, found.query))
     print(prediction_text(found, config.temperature, config.layer))
     path = png_path(config.out, run, config.layer, several)
     path.parent.mkdir(parents=True, exist_ok=True)
-    save_figure(found, config.layer, f"layer {config.layer}, step {trained.step}: {run.label or run.name}", path, scale)
+    title = f"layer {config.layer}, step {checkpoint.step}: {run.label or run.name}"
+    save_figure(found, config.layer, title, path, scale)
     print(f"wrote {path}\n")
 
 

@@ -16,14 +16,14 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 from tokenizers import Tokenizer
 
-from data.tokenizer import encode_known
 from model import ModelConfig, TinyLM
-from trainer.checkpoint import BEST, LAST, CheckpointError, load_checkpoint, model_config
+from task import Task
+from trainer.checkpoint import BEST, LAST, CheckpointError
 from trainer.cli import one_line_errors, run_with_one_line_errors
 from trainer.config import ConfigError, to_typed
 from trainer.distributed import pick_device
 from trainer.memory import free_bytes
-from viewer.checkpoints import named_checkpoint
+from viewer.checkpoints import load, named_checkpoint
 from viewer.generation import sample_ids, seed_problem, temperature_problem
 
 
@@ -62,11 +62,11 @@ def check_sample_config(config: SampleConfig) -> None:
         raise ConfigError("; ".join(problems))
 
 
-def encode_prompt(tokenizer: Tokenizer, prompt: str) -> list[int]:
+def encode_prompt(task: Task, prompt: str) -> list[int]:
     """The prompt's token ids; characters a char-level model never saw are refused (BPE encodes any text)."""
     if not prompt:
         raise ConfigError('prompt: must not be empty; the default is a line break, prompt="\\n"')
-    return encode_known(tokenizer, prompt, "prompt")
+    return task.encode(prompt, "prompt")
 
 
 def generation_bytes(config: SampleConfig, prompt_tokens: int, model: ModelConfig) -> int:
@@ -129,16 +129,12 @@ def main(cfg: DictConfig) -> None:
         chosen = named_checkpoint(config.ckpt, "ckpt", READ_ORDER)
         if chosen.note:  # the run's last.pt is damaged: its best.pt is read, and said so
             print(chosen.note, file=sys.stderr)
-        checkpoint = load_checkpoint(chosen.path)  # weights only: no code runs
-        tokenizer = Tokenizer.from_str(checkpoint["tokenizer"])
-        prompt = encode_prompt(tokenizer, config.prompt)
+        checkpoint = load(chosen.path)  # weights only: no code runs
+        prompt = encode_prompt(checkpoint.task, config.prompt)
         device = pick_device(config.device, "device")
-        model_settings = model_config(checkpoint)
-        check_memory(config, len(prompt), model_settings, device)
-        model = TinyLM(model_settings).to(device)
-        model.load_state_dict(checkpoint["model"])
-        model.eval()
-        print_samples(tokenizer, generate(model, prompt, config, device))
+        check_memory(config, len(prompt), checkpoint.model.config, device)
+        model = checkpoint.model.to(device)
+        print_samples(checkpoint.tokenizer, generate(model, prompt, config, device))
 
 
 if __name__ == "__main__":

@@ -8,14 +8,14 @@ from pathlib import Path
 import torch
 
 from data.errors import DataError
-from data.tokenizer import encode_known
+from model.statistics import SATURATED
 from trainer.checkpoint import CheckpointError
 from trainer.config import ConfigError
-from trainer.diagnostics import SATURATED, token_labels
-from viewer.checkpoints import Trained, load
+from trainer.diagnostics import token_labels
+from viewer.checkpoints import Checkpoint, load
 from viewer.generation import TEMPERATURES, sample_ids, seed_problem, temperature_problem
-from viewer.predictions import Counterfactual, Predictions, Strip, predict
-from viewer.readings import MAX_CHARS, VALIDATION_LINE, cut_note, read, row_statistics, verdict
+from viewer.predictions import COUNTERFACTUALS, Counterfactual, Predictions, Strip, predict
+from viewer.readings import MAX_CHARS, VALIDATION_LINE, cut_note, layer_problem, read, row_statistics, verdict
 from viewer.runs import RunEntry, checkpoint_at, list_runs, run_entry
 
 DIGITS = 7  # decimals sent: far below what a person reads, and the numbers equal the reference path's to 1e-6
@@ -53,26 +53,24 @@ def attention(logdir: Path | None, request: object) -> dict:
     """Everything a run's panel draws at one step, for every query of the text: the weights with the lesson's
     steps, the loss strips, the predictions at the temperature and the counterfactuals at the layer."""
     request = fields(request, "run, text and layer")
-    entry, trained, path = run_at(required(logdir), request)
+    entry, checkpoint, path = run_at(required(logdir), request)
     text, layer = request.get("text"), request.get("layer", 0)
     temperature = checked_temperature(request)
     if not isinstance(text, str):
         raise BadRequest("text: must be a string")
-    if not isinstance(layer, int) or isinstance(layer, bool):
-        raise BadRequest(f"layer={layer!r}: must be a whole number")
-    n_layer = trained.model.config.n_layer
-    if not 0 <= layer < n_layer:
-        raise BadRequest(f"layer={layer}: this model has {n_layer} layer{'s' * (n_layer > 1)} (0 to {n_layer - 1})")
+    n_layer = checkpoint.model.config.n_layer
+    if problem := layer_problem(layer, n_layer):
+        raise BadRequest(problem)
     try:
-        reading = read(trained, text)
+        reading = read(checkpoint, text)
     except DataError as error:
         raise BadRequest(str(error)) from None
     trace = reading.layers[layer]
-    predictions = predict(trained, reading, layer, temperature)
-    vocab_size = trained.model.config.vocab_size
+    predictions = predict(checkpoint, reading, layer, temperature)
+    vocab_size = checkpoint.model.config.vocab_size
     return {
         "run": entry.name,
-        "step": trained.step,
+        "step": checkpoint.step,
         "layer": layer,
         "n_layer": n_layer,
         "d_k": trace.d_k,
@@ -87,7 +85,7 @@ def attention(logdir: Path | None, request: object) -> dict:
         "weights": numbers(trace.weights),
         "stats": row_statistics(trace.weights),
         "saturated": SATURATED,
-        "verdicts": [verdict(trace, i) for i in range(len(reading.ids))],
+        "verdicts": [verdict(reading, layer, i) for i in range(len(reading.ids))],
         "file": relative(path, entry),
         "steps": steps(entry),
         "run_note": entry.note if path == entry.checkpoint else "",
@@ -102,7 +100,7 @@ def generate(logdir: Path | None, request: object) -> dict:
     """The run's continuation of the text: sample.py's sampling, on the same checkpoint, length, temperature and
     seed, writes the same tokens."""
     request = fields(request, "run, text and tokens")
-    entry, trained, path = run_at(required(logdir), request)
+    entry, checkpoint, path = run_at(required(logdir), request)
     text, tokens, seed = request.get("text"), request.get("tokens"), request.get("seed", SEED)
     temperature = checked_temperature(request)
     if not isinstance(tokens, int) or isinstance(tokens, bool) or not 1 <= tokens <= MAX_GENERATE:
@@ -114,22 +112,22 @@ def generate(logdir: Path | None, request: object) -> dict:
     if len(text) > MAX_CHARS:
         raise BadRequest(f"text: {len(text):,} characters; at most {MAX_CHARS:,}")
     try:
-        prompt = encode_known(trained.tokenizer, text, "text")
+        prompt = checkpoint.task.encode(text, "text")
     except DataError as error:
         raise BadRequest(str(error)) from None
-    with trained.lock:  # no other request's hooks on the model meanwhile
-        [ids] = sample_ids(trained.model, prompt, tokens, temperature, None, seed)
+    with checkpoint.lock:  # no other request's forward on the model meanwhile
+        [ids] = sample_ids(checkpoint.model, prompt, tokens, temperature, None, seed)
     written = ids[len(prompt) :]
-    block_size = trained.model.config.block_size
+    block_size = checkpoint.model.config.block_size
     context = "" if len(prompt) <= block_size else f"the model reads the text's last {block_size} tokens as context"
     return {
         "run": entry.name,
-        "step": trained.step,
+        "step": checkpoint.step,
         "file": relative(path, entry),
         "prompt": text,
-        "continuation": trained.tokenizer.decode(written),
-        "tokens": token_labels(trained.tokenizer, written),
-        "text": trained.tokenizer.decode(ids),
+        "continuation": checkpoint.tokenizer.decode(written),
+        "tokens": token_labels(checkpoint.tokenizer, written),
+        "text": checkpoint.tokenizer.decode(ids),
         "note": context,
         "temperature": temperature,
         "seed": seed,
@@ -148,7 +146,7 @@ def fields(request: object, names: str) -> dict:
     return request
 
 
-def run_at(logdir: Path, request: dict) -> tuple[RunEntry, Trained, Path]:
+def run_at(logdir: Path, request: dict) -> tuple[RunEntry, Checkpoint, Path]:
     """The run the request names, at its step (null: the default checkpoint), loaded."""
     run, step = request.get("run"), request.get("step")
     run_dir = (logdir / run).resolve() if isinstance(run, str) and run else None
@@ -211,7 +209,7 @@ def strip_json(strip: Strip) -> dict:
 def counterfactual_json(found: Counterfactual | None) -> dict | None:
     if found is None:
         return None
-    numbers = {kind: rounded(getattr(found, kind)) for kind in ("trained", "masked", "uniform", "silent")}
+    numbers = {kind: rounded(getattr(found, kind)) for kind in ("trained", *COUNTERFACTUALS)}
     return numbers | {"words": found.words}
 
 

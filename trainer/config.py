@@ -18,6 +18,7 @@ from data import DataConfig, TokenizerConfig, TokenizerKind
 from data.sources import data_problems
 from model import ModelConfig
 from model.tinylm import model_problems
+from task import TASKS, TaskConfig, task_problems
 
 log = logging.getLogger("tinylm")
 
@@ -33,7 +34,8 @@ class Precision(Enum):
 
 
 class Objective(Enum):
-    val_causal = "val_causal"  # val/loss with the causal mask forced on: a leaky model cannot fake it
+    honest = "honest"  # the task's loss with its targets hidden (next_token: val/loss_causal): a leak cannot fake it
+    val_causal = "honest"  # the name it had before tasks: the same setting
     val = "val"  # val/loss: near 0 for a leaky model, so a search minimising it picks model.causal=false
 
 
@@ -65,16 +67,24 @@ class TrainerConfig:
     keep_checkpoints: int = 8  # earlier checkpoints kept to look back at (weights only, RUN/steps/); 0 keeps none
     resume: Optional[str] = None  # a run directory or checkpoint file to continue, in its own directory
     start_over: bool = False  # a fresh run in a directory that holds a run: move that run into RUN/earlier-DATE_TIME
-    objective: Objective = Objective.val_causal  # what main returns to a sweeper (Optuna) to minimise
+    objective: Objective = Objective.honest  # what main returns to a sweeper (Optuna) to minimise
 
 
 @dataclass
 class TrainConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
+    task: TaskConfig = field(default_factory=TaskConfig)
     data: DataConfig = field(default_factory=DataConfig)
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
+
+
+def objective_key(config: TrainConfig) -> str:
+    """The evaluation's loss that trainer.objective names: the task's honest curve, or val."""
+    if config.trainer.objective is Objective.val:
+        return "val"
+    return TASKS[config.task.name].honest
 
 
 def register_schema() -> None:
@@ -207,6 +217,7 @@ def check_values(config: TrainConfig) -> None:
         )
     # The model's and the data's own checks (model/tinylm.py, data/sources.py), worded already, each naming its setting.
     worded = model_problems(config.model) + data_problems(config.data, config.tokenizer, config.model.block_size)
+    worded += task_problems(config)
     if problems or worded:
         raise ConfigError("; ".join([f"{key}={value(key)}: {problem}" for key, problem in problems] + worded))
     if config.optim.warmup_steps > config.trainer.max_steps:

@@ -1,4 +1,5 @@
-"""What the attention does, for TensorBoard: statistics of its weights and scores, its pattern, its gradients.
+"""What the attention does, for TensorBoard: statistics of its weights and scores (model/statistics.py), its pattern,
+its gradients.
 
 The statistics read the reference path's AttentionResult (the fused kernel returns no weights). Tags name
 layer 0 plainly and add the index for the others: attn/entropy, attn/entropy/1, ... A recurrent model
@@ -16,69 +17,21 @@ import torch
 from tokenizers import Tokenizer
 from torch import Tensor
 
-from data import get_batch
-from model import AttentionResult, TinyLM, softmax_jacobian_norm
+from model import Look, TinyLM
+from model.statistics import attention_stats, fed_scores, self_weight
 
 if TYPE_CHECKING:  # the readers of trained runs (viewer/) use these functions without TensorBoard's writer
     from matplotlib.figure import Figure
     from torch.utils.tensorboard import SummaryWriter
+
+    from task import Task
 
 PROBE_WINDOWS = 8  # validation windows the statistics average over: enough rows, little time
 PATTERN_TOKENS = 24  # the pattern image shows the first window's first tokens: labels readable in a thumbnail
 # The pattern figure's layout, in inches and points (pattern_figure)
 HEAT_MAP, COLOUR_BAR, LINE, GAP = 4.5, 0.9, 0.2, 0.1  # inches: the heat map's side, the bar with its numbers
 LABEL_POINTS, MONOSPACE_WIDTH = 14, 0.61  # the tokens' font size, and its characters' width in ems (DejaVu Sans Mono)
-SATURATED = 0.99  # a row whose largest weight exceeds this has collapsed onto one key
 VISIBLE_WHITESPACE = str.maketrans({" ": "␣", "\n": "↵", "\t": "⇥"})
-
-
-def entropy(weights: Tensor) -> Tensor:
-    """Mean over query rows of -sum_j a_ij log a_ij, in nats; masked keys (a_ij = 0) add 0, not nan. A one-hot row
-    gives 0, not -0 (0 - 0, where negating would print "-0.000")."""
-    return 0.0 - torch.special.xlogy(weights, weights).sum(-1).mean()
-
-
-def max_weight(weights: Tensor) -> Tensor:
-    return weights.amax(-1).mean()
-
-
-def saturated_frac(weights: Tensor) -> Tensor:
-    return (weights.amax(-1) > SATURATED).float().mean()
-
-
-def future_mass(weights: Tensor) -> Tensor:
-    """Mean over query rows i of the weight on keys j > i: exactly 0 under the causal mask."""
-    return weights.triu(diagonal=1).sum(-1).mean()
-
-
-def self_weight(weights: Tensor) -> Tensor:
-    """Mean over query rows i of a_ii, the weight a query puts on its own key (row 0 of a causal layer has only it:
-    1). Spread evenly over the keys j <= i it is the mean of 1 / (i + 1): 0.074 at T = 64."""
-    return weights.diagonal(dim1=-2, dim2=-1).mean()
-
-
-def fed_scores(scores: Tensor, causal: bool = True) -> Tensor:
-    """The scaled scores the softmax could weight, flat: the masked ones (above the diagonal of a causal layer,
-    whatever value the mask wrote there) are left out."""
-    if not causal:
-        return scores.flatten()
-    T = scores.size(-1)
-    return scores[torch.ones(T, T, dtype=torch.bool, device=scores.device).tril().expand(scores.shape)]
-
-
-def attention_stats(result: AttentionResult, causal: bool = True) -> dict[str, Tensor]:
-    """Every statistic of one layer (masked as `causal` says), still on the device, keyed by its tag's last part."""
-    weights, scores = result.weights, fed_scores(result.scores, causal)
-    return {
-        "entropy": entropy(weights),
-        "max_weight": max_weight(weights),
-        "saturated_frac": saturated_frac(weights),
-        "jacobian_norm": softmax_jacobian_norm(weights),  # the gradient a saturated softmax no longer passes
-        "logit_std": scores.std(),
-        "logit_max": scores.max(),
-        "future_mass": future_mass(weights),
-        "self_weight": self_weight(weights),  # without projections x_i . x_i = |x_i|^2 tends to win
-    }
 
 
 def layer_tag(name: str, layer: int) -> str:
@@ -91,9 +44,10 @@ def write_scalars(writer: "SummaryWriter", values: dict[str, Tensor], step: int)
         writer.add_scalar(tag, value, step)
 
 
-def probe_windows(val_tokens: np.ndarray, block_size: int, seed: int, device: torch.device) -> Tensor:
-    """The validation windows (PROBE_WINDOWS, block_size) that log_attention reads: the same for a given seed."""
-    return get_batch(val_tokens, PROBE_WINDOWS, block_size, torch.Generator().manual_seed(seed), device)[0]
+def probe_windows(task: "Task", val_tokens: np.ndarray, seed: int, device: torch.device) -> Tensor:
+    """The inputs of the validation batch (PROBE_WINDOWS, block_size) that log_attention reads, as the task makes
+    them: the same for a given seed."""
+    return task.draw(val_tokens, PROBE_WINDOWS, torch.Generator().manual_seed(seed), device).inputs
 
 
 @torch.no_grad()
@@ -115,14 +69,14 @@ def log_attention(
         return  # a recurrent model: no attention to read
     was_training = model.training
     model.eval()
-    results, pattern_results = [], []
-    model(windows, capture=results)
+    look, pattern_look = Look(), Look()
+    model(windows, look=look)
     snippet = windows[0, :PATTERN_TOKENS]
-    model(snippet[None], capture=pattern_results)  # on its own, so even unmasked rows weigh only the keys shown
+    model(snippet[None], look=pattern_look)  # on its own, so even unmasked rows weigh only the keys shown
     model.train(was_training)
 
     labels = token_labels(tokenizer, snippet.tolist())
-    for layer, (attn, result, pattern) in enumerate(zip(layers, results, pattern_results)):
+    for layer, (attn, result, pattern) in enumerate(zip(layers, look.results, pattern_look.results)):
         stats = attention_stats(result, attn.causal)
         write_scalars(writer, {layer_tag(f"attn/{name}", layer): value for name, value in stats.items()}, step)
         writer.add_histogram(

@@ -18,9 +18,9 @@ from typing import Optional, TextIO
 
 from omegaconf import DictConfig, OmegaConf
 
-from trainer.checkpoint import BEST, KEPT, LAST, glance, is_snapshot, kept_checkpoints
+from trainer.checkpoint import BEST, KEPT, LAST, glance, is_kept, kept_checkpoints
 from trainer.config import ConfigError
-from trainer.resume import AUTO, resume_override, run_dir_of, snapshot_run
+from trainer.resume import AUTO, resume_override, run_dir_of, run_of_kept
 
 LOCK = ".train.lock"
 EVENTS = "events.out.tfevents.*"
@@ -121,7 +121,7 @@ def check_fresh_start(run_dir: Path) -> None:
 
 def clear_unfinished_attempt(run_dir: Path, resume: Optional[str]) -> None:
     """trainer.resume=auto that starts fresh, for want of a checkpoint: what an attempt stopped before its first
-    checkpoint wrote, its TensorBoard events and kept snapshots, is removed (this start writes the same steps again),
+    checkpoint wrote, its TensorBoard events and kept checkpoints, is removed (this start writes the same steps again),
     so that TensorBoard shows every step once; one line says so. Call it under the run directory's lock, after the
     run is built (a start that fails before it removes nothing); rank 0 alone removes."""
     if resume != AUTO or not rank_zero():
@@ -135,7 +135,7 @@ def clear_unfinished_attempt(run_dir: Path, resume: Optional[str]) -> None:
         (run_dir / KEPT).rmdir()
     what = [f"{len(events)} TensorBoard events file{'s' * (len(events) != 1)}"] if events else []
     steps = ", ".join(path.stem.removeprefix("step-") for path in kept)
-    what += [f"the kept snapshot{'s' * (len(kept) != 1)} of step{'s' * (len(kept) != 1)} {steps}"] if kept else []
+    what += [f"the kept checkpoint{'s' * (len(kept) != 1)} of step{'s' * (len(kept) != 1)} {steps}"] if kept else []
     log.warning(
         "trainer.resume=auto: %s holds no checkpoint to resume from, only what an attempt stopped before its first "
         "checkpoint wrote (%s); removed, so that TensorBoard shows the steps of this fresh start once",
@@ -166,8 +166,8 @@ def resume_dir(checkpoint: Path) -> Path:
     """Where a resume from `checkpoint` writes: its directory, unless the checkpoint is older than that directory's
     last.pt (best.pt after a later last.pt): writing there would replace last.pt and purge the curves past the
     checkpoint's step, so the run branches into DIR/branch-from-step-N (-2, -3: the first that holds no run)."""
-    if is_snapshot(checkpoint):  # refused (checkpoint_to_resume), in the run's own directory, writing nothing
-        return snapshot_run(checkpoint)
+    if is_kept(checkpoint):  # refused (checkpoint_to_resume), in the run's own directory, writing nothing
+        return run_of_kept(checkpoint)
     directory, last = checkpoint.parent, checkpoint.parent / LAST
     if checkpoint.name == LAST or not last.exists():
         return directory
@@ -240,8 +240,8 @@ def hydra_subdir(resume: Optional[str], run_dir: str, _root_: Optional[DictConfi
     if not rank_zero():
         return None
     directory = Path(run_dir)
-    if resume and resume != AUTO and is_snapshot(Path(resume).expanduser()):
-        return None  # a kept snapshot, which checkpoint_to_resume refuses: nothing to record
+    if resume and resume != AUTO and is_kept(Path(resume).expanduser()):
+        return None  # a kept checkpoint, which checkpoint_to_resume refuses: nothing to record
     if not resume and run_found(directory):
         if not (_root_ is not None and _root_.trainer.start_over) or holder_of(directory):
             return None

@@ -1,0 +1,160 @@
+"""A training task: what a model is trained to predict, said in one place. Each task is a subclass of Task, registered
+by its name (configs/task/NAME.yaml sets task.name): it makes the batches, with the labels it scores and IGNORE where it
+scores nothing; says whether the model's input shows it its targets (the leak) and which curve a model that sees them
+cannot fake; lists the extra curves evaluation loops over; gives the viewer a text's targets; and says whether it can
+continue a text."""
+
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, ClassVar, NamedTuple
+
+import numpy as np
+import torch
+from tokenizers import Tokenizer
+from torch import Tensor
+
+from data.batches import draw_windows
+from data.tokenizer import encode_known
+
+if TYPE_CHECKING:
+    from model import ModelConfig, TinyLM
+    from trainer.config import TrainConfig
+
+IGNORE = -1  # the label of a position the task does not score (nanoGPT's ignore_index)
+
+
+class Batch(NamedTuple):
+    inputs: Tensor  # (B, T) token ids the model reads
+    labels: Tensor  # (B, T) the token each position is scored on; IGNORE where it is not scored
+
+
+@dataclass
+class Evaluation:
+    """What an extra curve reads at an evaluation: the model, the validation batches the val loss was measured on and
+    that loss, the run's settings and text, and where to draw windows of its own."""
+
+    model: "TinyLM"
+    batches: list[Batch]
+    val: float
+    config: "TrainConfig"
+    val_tokens: np.ndarray
+    val_offset: int  # where the val split starts in the text, in tokens
+    seed: int
+    device: torch.device
+
+
+@dataclass(frozen=True)
+class Curve:
+    """An extra curve a task logs at every evaluation, val/loss_NAME for its entry "val_NAME" in Task.curves."""
+
+    measure: Callable[[Evaluation], float | None]  # its value at an evaluation; None: not a curve of this run
+    meaning: str  # what it measures, in a few words, for the log line and the charts
+
+
+@dataclass(frozen=True)
+class StripKind:
+    """A loss strip of a text, as the viewer shows it: each position's loss on its target, named, with the curve its
+    mean estimates (the same terms, over one text instead of the validation windows)."""
+
+    name: str  # "as trained", "mask put back"
+    tag: str  # val/loss, val/loss_causal
+    causal: bool | None  # the forward's mask: None as trained, True the true mask put back
+
+
+@dataclass(frozen=True)
+class RightSide:
+    """The words of the viewer's counterfactual for a model that reads the right side: what hiding it is called, and
+    what a large change of the target's probability means."""
+
+    hiding: str  # "masking the future"
+    read: str  # hiding it takes the target's probability far down
+    partly: str  # takes part of it
+    elsewhere: str  # raises it far up
+
+
+class Task:
+    """The seam. A subclass sets `name`, `honest` and `continues_text`, and fills in the methods below."""
+
+    name: ClassVar[str]
+    honest: ClassVar[str]  # the curve a model that sees its targets cannot fake: trainer.objective=honest returns it
+    continues_text: ClassVar[bool]  # whether it writes a text left to right (sample.py, the tab's Continue)
+    right_side: ClassVar[RightSide]  # how the viewer's counterfactual speaks of hiding the right side
+    too_short: ClassVar[str]  # attend.py's refusal of a text with nothing to score
+    curves: ClassVar[dict[str, Curve]] = {}  # the extra curves, "val_causal" -> val/loss_causal in TensorBoard
+    settings: ClassVar[tuple[str, ...]] = ()  # the task.* settings it reads besides its name; the others stay unset
+
+    def __init__(self, config: "TrainConfig", tokenizer: Tokenizer):
+        self.config = config
+        self.tokenizer = self.reads_with(tokenizer)
+
+    @classmethod
+    def problems(cls, config: "TrainConfig") -> list[str]:
+        """The settings this task cannot train with, one line each naming the setting: here, those of other tasks."""
+        unread = [setting.name for setting in fields(config.task) if setting.name not in ("name", *cls.settings)]
+        return [
+            f"task.{key}={getattr(config.task, key)}: applies to {readers(key)}, not to task={cls.name}"
+            for key in unread
+            if getattr(config.task, key) is not None
+        ]
+
+    def reads_with(self, tokenizer: Tokenizer) -> Tokenizer:
+        """The tokenizer the model reads: the text's own, or with tokens of the task's added."""
+        return tokenizer
+
+    def span(self, block_size: int) -> int:
+        """How many tokens of the text a window of block_size inputs spans."""
+        raise NotImplementedError
+
+    def batch(self, windows: Tensor, generator: torch.Generator) -> Batch:
+        """Inputs and labels of (B, span) windows of the text; draws what it draws from `generator`."""
+        raise NotImplementedError
+
+    def draw(self, tokens: np.ndarray, batch_size: int, generator: torch.Generator, device: torch.device) -> Batch:
+        """A batch of windows of `tokens` at places drawn from `generator`: training's and evaluation's."""
+        span = self.span(self.config.model.block_size)
+        return self.batch(draw_windows(tokens, batch_size, span, generator, device), generator)
+
+    def sees_targets(self, config: "ModelConfig") -> bool:
+        """Whether the model's input shows it the tokens it is scored on: the leak."""
+        raise NotImplementedError
+
+    def encode(self, text: str, setting: str) -> list[int]:
+        """The token ids of a text a person gave (`setting` names it in a refusal)."""
+        return encode_known(self.tokenizer, text, setting)
+
+    def target_key(self, query: int) -> int:
+        """Where the token query `query` is scored on sits in the input, were it visible there."""
+        raise NotImplementedError
+
+    def targets(self, ids: list[int], following: int | None) -> list[int | None]:
+        """What each position of a text's token ids predicts, for the viewer (None: nothing); `following` is the
+        text's token after `ids` where it was cut."""
+        raise NotImplementedError
+
+    def strips(self, config: "ModelConfig") -> list[StripKind]:
+        """The loss strips the viewer shows of a text, for a model with these settings."""
+        raise NotImplementedError
+
+    def strip_logits(
+        self, model: "TinyLM", ids: list[int], following: int | None, causal: bool | None
+    ) -> tuple[Tensor, list[int | None]]:
+        """(T, vocab_size) logits and the targets they score, position by position, for a strip of the text."""
+        raise NotImplementedError
+
+    def nothing_to_score(self, labels: list[str]) -> str:
+        """Why a text has no position to score, in one line."""
+        raise NotImplementedError
+
+
+TASKS: dict[str, type[Task]] = {}
+
+
+def readers(setting: str) -> str:
+    """The tasks that read a task.* setting, as a message names them."""
+    return " and ".join(f"task={name}" for name, task in sorted(TASKS.items()) if setting in task.settings) or "no task"
+
+
+def register(task: type[Task]) -> type[Task]:
+    """A class decorator: the task becomes task.name=NAME."""
+    TASKS[task.name] = task
+    return task
