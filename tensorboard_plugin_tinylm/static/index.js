@@ -30,6 +30,7 @@ const TEMPERATURE_TITLE =
 const HINT =
   "Each ticked run reads the text through its checkpoint. Point at a row of a heat map (query i), or at a token " +
   "of a loss strip, to see what that query reads and predicts; click to keep it.";
+// The counterfactual looks: answers.py's name for each, and the panel's.
 const LOOKS = [
   ["trained", "as trained"],
   ["masked", "future masked"],
@@ -37,6 +38,8 @@ const LOOKS = [
   ["silent", "no attention"],
 ];
 
+// TensorBoard calls render() with nothing: the tab fills the iframe's page. A host that passes an element gets the
+// tab drawn into it.
 export async function render({ el = document.body } = {}) {
   el.ownerDocument.head.append(h("link", { rel: "stylesheet", href: "./style.css" }));
   await openTab(el, askServer);
@@ -121,10 +124,7 @@ async function openTab(root, ask) {
   count();
   controls.text.addEventListener("input", count);
   listRuns(tab, listing.runs);
-  listing.runs
-    .filter(readable)
-    .slice(0, PANELS_AT_START)
-    .forEach((run) => openPanel(tab, run));
+  for (const run of listing.runs.filter(readable).slice(0, PANELS_AT_START)) openPanel(tab, run);
 }
 
 function controlsView() {
@@ -197,7 +197,7 @@ function panelViews(panel) {
     headerView(panel),
     stepView(panel),
     { always: true, show: (answer) => (answer?.error ? [message("error", answer.error)] : []) },
-    { show: (answer) => switches(answer) },
+    { show: switches },
     attentionView(panel),
     stripsView(panel),
     predictionView(),
@@ -239,8 +239,8 @@ async function request(panel) {
 // Every view's part for the panel's answer, in the views' order, then the pointed query.
 function show(panel) {
   const { answer, element } = panel;
-  const readable = answer && !answer.error;
-  element.replaceChildren(...panel.views.flatMap((view) => (readable || view.always ? view.show(answer) : [])));
+  const good = answer && !answer.error;
+  element.replaceChildren(...panel.views.flatMap((view) => (good || view.always ? view.show(answer) : [])));
   follow(panel);
 }
 
@@ -326,10 +326,8 @@ function stepView(panel) {
     if (!steps.length) return [];
     slider.max = steps.length - 1;
     const wanted = panel.question.step ?? shown ?? panel.run.step;
-    slider.value = Math.max(
-      0,
-      steps.findIndex((entry) => entry.step === wanted),
-    );
+    const index = steps.findIndex((entry) => entry.step === wanted);
+    slider.value = Math.max(0, index);
     slider.disabled = steps.length < 2;
     describe();
     return [row];
@@ -379,7 +377,7 @@ function attentionView(panel) {
   let map = null;
   let pieces = [];
   const show = (answer) => {
-    map = heatmap(panel, answer.tokens, () => follow(panel));
+    map = heatmap(panel, answer.tokens);
     pieces = answer.tokens.map((token, j) => h("span", { class: "token", "data-key": j }, token));
     const text = h("div", { class: "over-text", "aria-label": "The query's weights over the text" });
     pieces.forEach((piece, j) => text.append(piece, ...(answer.tokens[j].endsWith("↵") ? [h("br")] : [])));
@@ -419,8 +417,8 @@ function cellWords(answer, cell, at) {
 }
 
 // The heat map's canvas, sized for the tokens: pointing at a row points at that query (and at a cell, names its
-// weight), a click keeps the query; leaving it calls left(). draw(answer, i) paints it with query i outlined.
-function heatmap(panel, tokens, left) {
+// weight), a click keeps the query. draw(answer, i) paints it with query i outlined.
+function heatmap(panel, tokens) {
   const layout = heatmapLayout(tokens);
   const { size, cell, width, height } = layout;
   const canvas = h("canvas", { class: "heatmap" });
@@ -449,7 +447,7 @@ function heatmap(panel, tokens, left) {
   });
   canvas.addEventListener("mouseleave", () => {
     map.cell = null;
-    left();
+    follow(panel);
   });
   return map;
 }
@@ -576,8 +574,8 @@ function lossStrip(panel, tokens, strip) {
   const unit = strip.mean === null ? "nothing to score" : `nats, ${counted} tokens`;
   const terms = span("strip-unit", `${unit} — the terms `);
   terms.append(span("strip-tag", strip.tag), " averages"); // over the validation windows: this text is not its curve
-  const head = h("div", { class: "strip-head" }, span("strip-name", strip.name), "mean over this text");
-  head.append(span("mean", mean), terms);
+  const head = h("div", { class: "strip-head" }, span("strip-name", strip.name), ": mean over this text ");
+  head.append(span("mean", mean), " ", terms);
   const line = h("div", { class: "strip-tokens" });
   const pieces = tokens.map((token, i) => {
     const piece = h("span", { class: "token", "data-query": i }, token);
@@ -631,9 +629,8 @@ function predictionView() {
       element.append(table, actual);
       return { element, table, actual };
     });
-    return [
-      h("div", { class: "prediction" }, caption, h("div", { class: "columns" }, ...columns.map((c) => c.element))),
-    ];
+    const side = h("div", { class: "columns" }, ...columns.map((column) => column.element));
+    return [h("div", { class: "prediction" }, caption, side)];
   };
   const point = (answer, { i }) => {
     const { temperature } = answer;
@@ -684,14 +681,9 @@ function counterfactualView() {
       (answer.n_layer > 1 ? ` (layer ${answer.layer})` : "");
     LOOKS.forEach(([kind, name], k) => {
       if (k) numbers.append(" · ");
-      numbers.append(
-        h(
-          "span",
-          { class: "cf", "data-kind": kind },
-          span("cf-name", `${name} `),
-          span("cf-p", probability(look[kind])),
-        ),
-      );
+      const part = h("span", { class: "cf", "data-kind": kind }, span("cf-name", `${name} `));
+      numbers.append(part);
+      part.append(span("cf-p", probability(look[kind])));
     });
     words.textContent = look.words;
   };
