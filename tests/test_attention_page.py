@@ -23,10 +23,20 @@ from attention_browser import (
     wait_for_panels,
 )
 
+from viewer.predictions import probability
+
 pytestmark = pytest.mark.slow
 if not Path(CHROMIUM).exists() and not os.environ.get("CI"):  # CI installs it (.ci/run): there it never skips
     pytest.skip(f"needs Debian's chromium at {CHROMIUM}: apt-get install chromium", allow_module_level=True)
 TEXT = "To be, or not"
+INDEX_JS = Path(__file__).resolve().parents[1] / "tensorboard_plugin_tinylm" / "static" / "index.js"
+# Where a formatter may part from Python's: ties on the exact double (0.125, 0.0625: JS rounds them up), a carry into
+# the next digit (0.0999, 9.96e-06), the switch to an exponent below 1e-4 (JS's toPrecision writes 0.000021), and the
+# ends; then every odd multiple of 2^-m down to 2^-12 and two digits at every power of ten down to 1e-9.
+PROBABILITIES = [0.0, 1.0, 0.996, 0.43, 0.125, 0.375, 0.1, 0.0999, 0.0625, 0.031, 0.0029, 0.00095, 0.0001]
+PROBABILITIES += [0.00009996, 2.1e-05, 1e-05, 9.96e-06, 1e-07, 5e-324]
+PROBABILITIES += [n / 2**m for m in range(1, 13) for n in range(1, 2**m, 2)]
+PROBABILITIES += [k * 10.0**-d for d in range(1, 10) for k in range(10, 100)]
 PAGE_ERRORS: list[str] = []  # what the page threw, from the start of the browser session
 
 
@@ -108,7 +118,7 @@ def test_the_unmasked_runs_top_prediction_as_trained_and_with_the_mask_is_the_ro
         assert float(rows.first.locator("td.p").inner_text()) == pytest.approx(p, abs=5e-4)
         p_next, loss = strip["predictions"][3]["p_next"], strip["predictions"][3]["loss"]
         actual = re.fullmatch(r"next 'e': p (\S+) · loss (\S+) nats", column.locator("p.actual").inner_text())
-        assert float(actual[1]) == pytest.approx(p_next, abs=5e-4, rel=0.06)  # 3 decimals, or 2 digits below 0.001
+        assert float(actual[1]) == pytest.approx(p_next, abs=5e-4, rel=0.06)  # 2 decimals, or 2 digits below 0.1
         assert float(actual[2]) == pytest.approx(loss, abs=5e-4)
     assert panel.locator("p.prediction-caption").inner_text().startswith("After i=3 'b', the next token")
 
@@ -143,7 +153,7 @@ def test_pointing_at_a_token_of_a_strip_picks_that_query_everywhere_in_the_panel
     look = served["counterfactuals"][7]
     for kind in ("trained", "masked", "uniform", "silent"):
         shown = panel.locator(f'.cf[data-kind="{kind}"] .cf-p').inner_text()
-        assert float(shown) == pytest.approx(look[kind], abs=5e-4, rel=0.06)  # 3 decimals, or 2 digits below 0.001
+        assert float(shown) == pytest.approx(look[kind], abs=5e-4, rel=0.06)  # 2 decimals, or 2 digits below 0.1
     assert panel.locator("p.cf-words").inner_text() == look["words"]
 
 
@@ -231,6 +241,25 @@ def test_an_empty_text_gets_a_message_in_each_panel_and_a_panel_can_be_removed(t
     frame.locator(f'.panel[data-run="{run}"] button.close').click()
     assert frame.locator(".panel").count() == 1
     assert not frame.locator(f'.run[data-run="{run}"] input').is_checked()
+
+
+def test_a_probability_reads_as_the_servers_sentence_writes_it(tab):
+    """index.js's formatter gives viewer/predictions.py's probability(p) to the character. The module is imported
+    whole from a Blob URL in a blank page, as a Jupyter widget would import it, with its formatter exported."""
+    page, _, _ = tab
+    blank = page.context.browser.new_page()  # a context of its own: about:blank
+    try:
+        shown = blank.evaluate(
+            """async ([source, values]) => {
+              const module = new Blob([source + "\\nexport { probability };"], { type: "text/javascript" });
+              const { probability } = await import(URL.createObjectURL(module));
+              return values.map(probability);
+            }""",
+            [INDEX_JS.read_text(), PROBABILITIES],
+        )
+    finally:
+        blank.close()
+    assert shown == [probability(p) for p in PROBABILITIES]
 
 
 def test_the_page_threw_nothing_through_all_of_the_above(tab):
