@@ -181,8 +181,10 @@ def prediction_text(read_run: Report, temperature: float, layer: int) -> str:
     width = max(len(strip.name) for strip in predictions.strips) + 1
     for strip in predictions.strips:
         prediction = strip.predictions[i]
-        top = "  ".join(f"{label!r} {p:.3f}" for label, p in prediction.top)
-        scored = f";  p({upcoming!r}) {prediction.p_next:.3f}, loss {prediction.loss:.3f} nats" if upcoming else ""
+        top = "  ".join(f"{label!r} {probability(p)}" for label, p in prediction.top)
+        scored = (
+            f";  p({upcoming!r}) {probability(prediction.p_next)}, loss {prediction.loss:.3f} nats" if upcoming else ""
+        )
         lines.append(f"  {strip.name + ':':<{width}} {top}{scored}")
     found = predictions.counterfactuals[i]
     if found is None:

@@ -222,8 +222,8 @@ def test_reweigh_mixes_the_values_with_the_weights_it_returns_and_the_layer_take
     assert torch.allclose(first_key.output, v[:, :1].expand(-1, 5, -1))  # every query reads key 0 alone
     layer = layer_of(d_model=8, d_k=4, d_v=4)
     x = torch.randn(2, 5, 8)
-    silent = layer(x, look=Look({0: torch.zeros_like}))  # no look at all: nothing mixed, W^O of zero is zero
-    assert torch.equal(silent, torch.zeros_like(silent))
+    no_look = layer(x, look=Look({0: torch.zeros_like}))  # no look at all: nothing mixed, W^O of zero is zero
+    assert torch.equal(no_look, torch.zeros_like(no_look))
     assert torch.allclose(layer(x, look=Look({0: lambda weights: weights})), layer(x), atol=1e-6)
 
 

@@ -151,7 +151,7 @@ def test_pointing_at_a_token_of_a_strip_picks_that_query_everywhere_in_the_panel
         .startswith(f"i=7 'o' → 'r': as trained {losses[0]:.3f} nats, predicts")
     )
     look = served["counterfactuals"][7]
-    for kind in ("trained", "masked", "uniform", "silent"):
+    for kind in ("trained", "masked", "uniform", "no_look"):
         shown = panel.locator(f'.cf[data-kind="{kind}"] .cf-p').inner_text()
         assert float(shown) == pytest.approx(look[kind], abs=5e-4, rel=0.06)  # 2 decimals, or 2 digits below 0.1
     assert panel.locator("p.cf-words").inner_text() == look["words"]

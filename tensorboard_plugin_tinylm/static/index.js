@@ -35,7 +35,7 @@ const LOOKS = [
   ["trained", "as trained"],
   ["masked", "future masked"],
   ["uniform", "uniform"],
-  ["silent", "no attention"],
+  ["no_look", "no look"],
 ];
 
 // TensorBoard calls render() with nothing: the tab fills the iframe's page. A host that passes an element gets the
