@@ -80,12 +80,12 @@ def runs_of(ckpt: str) -> list[RunEntry]:
     return [RunEntry(path.parent.name, path.parent, path, steps=steps_of(path.parent, path))]
 
 
-def query_index(query: Optional[int], reading: Reading) -> int:
-    """The query the settings name; by default the last token with a target in the text (for next-token prediction,
-    the last whose next token the text holds)."""
+def query_index(query: Optional[int], reading: Reading, predictions: Predictions) -> int:
+    """The query the settings name; by default the last the task asks about (for next-token prediction, the last
+    token whose next token the text holds; for filling blanks, the last blank)."""
     tokens = len(reading.ids)
     if query is None:
-        return max((i for i, target in enumerate(reading.targets) if target is not None), default=0)
+        return max((i for i, found in enumerate(predictions.counterfactuals) if found is not None), default=0)
     if not -tokens <= query < tokens:
         raise ConfigError(
             f"query={query}: the model reads {tokens} tokens of this text (query=0 to {tokens - 1}, or negative)"
@@ -103,7 +103,7 @@ def read_run(run: RunEntry, config: AttendConfig) -> Report:
     predictions = predict(checkpoint, reading, config.layer, config.temperature)
     if predictions.problem:
         raise ConfigError(f"text={config.text!r}: {checkpoint.task.too_short}")
-    i = query_index(config.query, reading)
+    i = query_index(config.query, reading, predictions)
     return Report(run, path, checkpoint, reading, predictions, i)
 
 
@@ -150,17 +150,20 @@ def trace_text(reading: Reading, layer: int, i: int) -> str:
 
 
 def losses_text(reading: Reading, predictions: Predictions, i: int) -> str:
-    """Every token's loss of predicting the next one, one strip a column, with the means the curves are named by."""
-    strips = predictions.strips
-    header = f"  {'i':>4}  {'token':<8} {'next':<8}" + "".join(f" {strip.name:>14}" for strip in strips)
-    lines = ["the loss of each token's prediction of the next (nats; the means are the terms of the curves named)"]
+    """Every position's loss on its target, one strip a column, with the means the curves are named by."""
+    strips, word = predictions.strips, reading.task.words.target
+    width = max(14, *(len(strip.name) for strip in strips))
+    header = f"  {'i':>4}  {'token':<8} {word.split()[0]:<8}" + "".join(f" {strip.name:>{width}}" for strip in strips)
+    lines = [
+        f"the loss of each position's prediction of its {word} (nats; the means are the terms of the curves named)"
+    ]
     lines.append(header)
     for position, label in enumerate(reading.labels):
         upcoming = strips[0].predictions[position].next
-        losses = "".join(f" {loss(strip.losses[position]):>14}" for strip in strips)
+        losses = "".join(f" {loss(strip.losses[position]):>{width}}" for strip in strips)
         here = "  <- query" if position == i else ""
         lines.append(f"  {position:>4}  {label!r:<8} {repr(upcoming) if upcoming else '':<8}{losses}{here}".rstrip())
-    means = "".join(f" {loss(strip.mean):>14}" for strip in strips)
+    means = "".join(f" {loss(strip.mean):>{width}}" for strip in strips)
     lines.append(f"  {'mean':>4}  {'':<8} {'':<8}{means}  ({', '.join(strip.tag for strip in strips)})")
     return "\n".join(lines)
 
@@ -170,13 +173,13 @@ def loss(value: float | None) -> str:
 
 
 def prediction_text(read_run: Report, temperature: float, layer: int) -> str:
-    """The query's top five in each strip, the next token's probability, and the counterfactual line."""
-    i, predictions = read_run.query, read_run.predictions
+    """The query's top five in each strip, its target's probability, and the counterfactual line."""
+    i, predictions, words = read_run.query, read_run.predictions, read_run.checkpoint.task.words
     upcoming = predictions.strips[0].predictions[i].next
-    target = f"the text's next token is {upcoming!r}" if upcoming else "the text ends here"
+    target = f"the text's {words.target} is {upcoming!r}" if upcoming else words.missing
     lines = [
-        f"query i={i} {read_run.reading.labels[i]!r}: its five likeliest next tokens at temperature {temperature:g}"
-        f" ({target})"
+        f"query i={i} {read_run.reading.labels[i]!r}: its five likeliest {words.target}s at temperature "
+        f"{temperature:g} ({target})"
     ]
     width = max(len(strip.name) for strip in predictions.strips) + 1
     for strip in predictions.strips:
@@ -188,11 +191,11 @@ def prediction_text(read_run: Report, temperature: float, layer: int) -> str:
         lines.append(f"  {strip.name + ':':<{width}} {top}{scored}")
     found = predictions.counterfactuals[i]
     if found is None:
-        lines.append("what the look contributes needs the next token: the text has none after this query")
+        lines.append(words.no_counterfactual)
         return "\n".join(lines)
     looks = ", ".join(f"{LOOKS[kind]} {probability(getattr(found, kind))}" for kind in COUNTERFACTUALS)
     trained = probability(found.trained)
-    lines.append(f"what the look contributes, p({upcoming!r}) at layer {layer}: as trained {trained}, {looks}")
+    lines.append(f"what the look contributes, p({found.target!r}) at layer {layer}: as trained {trained}, {looks}")
     lines.append(found.words)
     return "\n".join(lines)
 

@@ -24,7 +24,7 @@ from trainer.config import ConfigError, to_typed
 from trainer.distributed import pick_device
 from trainer.memory import free_bytes
 from viewer.checkpoints import load, named_checkpoint
-from viewer.generation import sample_ids, seed_problem, temperature_problem
+from viewer.generation import blanks_problem, seed_problem, temperature_problem, write
 
 
 @dataclass
@@ -36,6 +36,7 @@ class SampleConfig:
     temperature: float = 1.0  # below 1: safer, more repetitive; above 1: wilder
     top_k: Optional[int] = None  # sample only among the k likeliest tokens
     seed: int = 1337
+    likeliest: bool = False  # take each token's likeliest (top_k=1): greedy text, or each blank's best guess
     device: str = "auto"
 
 
@@ -63,10 +64,14 @@ def check_sample_config(config: SampleConfig) -> None:
 
 
 def encode_prompt(task: Task, prompt: str) -> list[int]:
-    """The prompt's token ids; characters a char-level model never saw are refused (BPE encodes any text)."""
+    """The prompt's token ids; characters a char-level model never saw are refused (BPE encodes any text), and so is
+    a prompt the run cannot write from (one without a blank, for a model that fills blanks)."""
     if not prompt:
         raise ConfigError('prompt: must not be empty; the default is a line break, prompt="\\n"')
-    return task.encode(prompt, "prompt")
+    ids = task.encode(prompt, "prompt")
+    if problem := blanks_problem(task, ids, "prompt"):
+        raise ConfigError(problem)
+    return ids
 
 
 def generation_bytes(config: SampleConfig, prompt_tokens: int, model: ModelConfig) -> int:
@@ -91,12 +96,15 @@ def check_memory(config: SampleConfig, prompt_tokens: int, model: ModelConfig, d
         )
 
 
-def generate(model: TinyLM, prompt: list[int], config: SampleConfig, device: torch.device) -> list[list[int]]:
-    """Each sample's ids, prompt first; what the estimate missed (memory that ran out, weights that give no
-    probabilities) becomes one line."""
+def generate(
+    task: Task, model: TinyLM, prompt: list[int], config: SampleConfig, device: torch.device
+) -> list[list[int]]:
+    """Each sample's ids as the task writes them (continued, or its blanks filled); what the estimate missed (memory
+    that ran out, weights that give no probabilities) becomes one line."""
     try:
-        settings = config.max_new_tokens, config.temperature, config.top_k, config.seed, config.num_samples
-        return sample_ids(model, prompt, *settings, device=device)
+        top_k = 1 if config.likeliest else config.top_k
+        settings = config.max_new_tokens, config.temperature, top_k, config.seed, config.num_samples
+        return write(task, model, prompt, *settings, device=device)
     except (MemoryError, RuntimeError) as error:  # torch.OutOfMemoryError is a RuntimeError
         reason = str(error).strip().splitlines()[0][:160] if str(error).strip() else type(error).__name__
         if isinstance(error, MemoryError) or "allocate" in reason or "out of memory" in reason:
@@ -134,7 +142,7 @@ def main(cfg: DictConfig) -> None:
         device = pick_device(config.device, "device")
         check_memory(config, len(prompt), checkpoint.model.config, device)
         model = checkpoint.model.to(device)
-        print_samples(checkpoint.tokenizer, generate(model, prompt, config, device))
+        print_samples(checkpoint.tokenizer, generate(checkpoint.task, model, prompt, config, device))
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from tokenizers import Tokenizer
 from torch import Tensor
 
 from data.batches import draw_windows
+from data.errors import DataError
 from data.tokenizer import encode_known
 
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ class Evaluation:
     """What an extra curve reads at an evaluation: the model, the validation batches the val loss was measured on and
     that loss, the run's settings and text, and where to draw windows of its own."""
 
+    task: "Task"
     model: "TinyLM"
     batches: list[Batch]
     val: float
@@ -62,11 +64,13 @@ class StripKind:
 
 
 @dataclass(frozen=True)
-class RightSide:
-    """The words of the viewer's counterfactual for a model that reads the right side: what hiding it is called, and
-    what a large change of the target's probability means."""
+class Words:
+    """How the viewer (the tab, attend.py) speaks of a task's predictions."""
 
-    hiding: str  # "masking the future"
+    target: str  # what a position is asked to predict: "next token"
+    missing: str  # a position with none: "the text ends here"
+    no_counterfactual: str  # why a query has no counterfactual
+    hiding: str  # hiding the right side from a query, for a model that reads it: "masking the future"
     read: str  # hiding it takes the target's probability far down
     partly: str  # takes part of it
     elsewhere: str  # raises it far up
@@ -78,7 +82,7 @@ class Task:
     name: ClassVar[str]
     honest: ClassVar[str]  # the curve a model that sees its targets cannot fake: trainer.objective=honest returns it
     continues_text: ClassVar[bool]  # whether it writes a text left to right (sample.py, the tab's Continue)
-    right_side: ClassVar[RightSide]  # how the viewer's counterfactual speaks of hiding the right side
+    words: ClassVar[Words]  # how the viewer speaks of its predictions
     too_short: ClassVar[str]  # attend.py's refusal of a text with nothing to score
     curves: ClassVar[dict[str, Curve]] = {}  # the extra curves, "val_causal" -> val/loss_causal in TensorBoard
     settings: ClassVar[tuple[str, ...]] = ()  # the task.* settings it reads besides its name; the others stay unset
@@ -96,6 +100,11 @@ class Task:
             for key in unread
             if getattr(config.task, key) is not None
         ]
+
+    @property
+    def blank(self) -> int | None:
+        """The token that hides a token from the model, for a task that hides some; None for the others."""
+        return None
 
     def reads_with(self, tokenizer: Tokenizer) -> Tokenizer:
         """The tokenizer the model reads: the text's own, or with tokens of the task's added."""
@@ -126,20 +135,34 @@ class Task:
         """Where the token query `query` is scored on sits in the input, were it visible there."""
         raise NotImplementedError
 
-    def targets(self, ids: list[int], following: int | None) -> list[int | None]:
-        """What each position of a text's token ids predicts, for the viewer (None: nothing); `following` is the
-        text's token after `ids` where it was cut."""
+    def hide(self, ids: list[int], positions: list[int], setting: str) -> tuple[list[int], dict[int, int]]:
+        """The text's ids with the tokens at `positions` hidden from the model, and each one hidden by position (a
+        person clicked them: the viewer then scores the model on them); a task that hides nothing refuses."""
+        if positions:
+            raise DataError(f"{setting}: this run hides no token (task={self.name}); task=fill_blank runs do")
+        return ids, {}
+
+    def targets(self, ids: list[int], following: int | None, hidden: dict[int, int]) -> list[int | None]:
+        """What each position of a text's token ids is asked to predict, where the text says (None: unknown or
+        nothing); `following` is the text's token after `ids` where it was cut, `hidden` the tokens hide() hid."""
         raise NotImplementedError
 
     def strips(self, config: "ModelConfig") -> list[StripKind]:
         """The loss strips the viewer shows of a text, for a model with these settings."""
         raise NotImplementedError
 
-    def strip_logits(
-        self, model: "TinyLM", ids: list[int], following: int | None, causal: bool | None
-    ) -> tuple[Tensor, list[int | None]]:
-        """(T, vocab_size) logits and the targets they score, position by position, for a strip of the text."""
+    def query_inputs(self, ids: list[int], queries: list[int]) -> Tensor:
+        """(len(queries), T): the input each query's prediction is read from (for a strip and for counterfactuals);
+        (1, T) where one input serves every query."""
         raise NotImplementedError
+
+    def strip_targets(self, ids: list[int], targets: list[int | None]) -> list[int | None]:
+        """What a strip scores at each position; None where nothing (or nothing known)."""
+        return targets
+
+    def guess(self, ids: list[int], query: int) -> bool:
+        """Whether a query with no known target is still asked about (its likeliest token stands in)."""
+        return False
 
     def nothing_to_score(self, labels: list[str]) -> str:
         """Why a text has no position to score, in one line."""

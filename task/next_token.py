@@ -10,11 +10,11 @@ from torch import Tensor
 from data.batches import window_at
 from data.sources import Source
 from data.synthetic import far_targets
-from task.base import IGNORE, Batch, Curve, Evaluation, RightSide, StripKind, Task, register
+from task.base import IGNORE, Batch, Curve, Evaluation, StripKind, Task, Words, register
 from task.curves import AS_TRAINED_STRIP, MASK_PUT_BACK, MASK_PUT_BACK_STRIP, pooled_loss
 
 if TYPE_CHECKING:
-    from model import ModelConfig, TinyLM
+    from model import ModelConfig
 
 FAR_SEED = 2  # val/loss_far draws windows of its own: the evaluation's seed + 2 (trainer.seed + 3)
 
@@ -44,7 +44,10 @@ class NextToken(Task):
     honest = "val_causal"
     continues_text = True
     too_short = "one token, so there is no next token to score; give two or more"
-    right_side = RightSide(
+    words = Words(
+        "next token",
+        "the text ends here",
+        "what the look contributes needs the next token: the text has none after this query",
         "masking the future",
         "the prediction was read, not inferred",
         "part of the prediction was read, part inferred",
@@ -69,19 +72,14 @@ class NextToken(Task):
     def target_key(self, query: int) -> int:
         return query + 1
 
-    def targets(self, ids: list[int], following: int | None) -> list[int | None]:
+    def targets(self, ids: list[int], following: int | None, hidden: dict[int, int]) -> list[int | None]:
         return [*ids[1:], following]
 
     def strips(self, config: "ModelConfig") -> list[StripKind]:
         return [AS_TRAINED_STRIP, MASK_PUT_BACK_STRIP] if self.sees_targets(config) else [AS_TRAINED_STRIP]
 
-    @torch.no_grad()
-    def strip_logits(
-        self, model: "TinyLM", ids: list[int], following: int | None, causal: bool | None
-    ) -> tuple[Tensor, list[int | None]]:
-        device = next(model.parameters()).device
-        logits = model(torch.tensor([ids], device=device), causal=causal)[0].float().cpu()
-        return logits, self.targets(ids, following)
+    def query_inputs(self, ids: list[int], queries: list[int]) -> Tensor:
+        return torch.tensor([ids])  # the text itself: each position predicts the token after it
 
     def nothing_to_score(self, labels: list[str]) -> str:
         return f"the text is one token ({labels[0]!r}): there is no next token to score"

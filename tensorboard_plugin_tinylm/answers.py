@@ -9,11 +9,12 @@ import torch
 
 from data.errors import DataError
 from model.statistics import SATURATED
+from task.fill_blank import MARKER
 from trainer.checkpoint import CheckpointError
 from trainer.config import ConfigError
 from trainer.diagnostics import token_labels
 from viewer.checkpoints import Checkpoint, load
-from viewer.generation import TEMPERATURES, sample_ids, seed_problem, temperature_problem
+from viewer.generation import TEMPERATURES, blanks_problem, seed_problem, temperature_problem, write
 from viewer.predictions import COUNTERFACTUALS, Counterfactual, Predictions, Strip, predict
 from viewer.readings import MAX_CHARS, VALIDATION_LINE, cut_note, layer_problem, read, row_statistics, verdict
 from viewer.runs import RunEntry, checkpoint_at, list_runs, run_entry
@@ -45,7 +46,12 @@ def runs(logdir: Path | None) -> dict:
         }
         for run in list_runs(required(logdir), named=lambda path, run_dir: path.relative_to(run_dir).as_posix())
     ]
-    limits = {"max_chars": MAX_CHARS, "max_generate": MAX_GENERATE, "temperatures": list(TEMPERATURES)}
+    limits = {
+        "max_chars": MAX_CHARS,
+        "max_generate": MAX_GENERATE,
+        "temperatures": list(TEMPERATURES),
+        "marker": MARKER,
+    }
     return {"runs": listed, "text": VALIDATION_LINE, **limits}
 
 
@@ -54,7 +60,7 @@ def attention(logdir: Path | None, request: object) -> dict:
     steps, the loss strips, the predictions at the temperature and the counterfactuals at the layer."""
     request = fields(request, "run, text and layer")
     entry, checkpoint, path = run_at(required(logdir), request)
-    text, layer = request.get("text"), request.get("layer", 0)
+    text, layer, blanks = request.get("text"), request.get("layer", 0), checked_blanks(request)
     temperature = checked_temperature(request)
     if not isinstance(text, str):
         raise BadRequest("text: must be a string")
@@ -62,15 +68,19 @@ def attention(logdir: Path | None, request: object) -> dict:
     if problem := layer_problem(layer, n_layer):
         raise BadRequest(problem)
     try:
-        reading = read(checkpoint, text)
+        reading = read(checkpoint, text, blanks=blanks)
     except DataError as error:
         raise BadRequest(str(error)) from None
     trace = reading.layers[layer]
     predictions = predict(checkpoint, reading, layer, temperature)
     vocab_size = checkpoint.model.config.vocab_size
+    task = checkpoint.task
     return {
         "run": entry.name,
         "step": checkpoint.step,
+        "task": task.name,  # what it was trained to predict: next_token, fill_blank
+        "continues_text": task.continues_text,
+        "blanks": [i for i, token in enumerate(reading.ids) if token == task.blank],  # the hidden positions
         "layer": layer,
         "n_layer": n_layer,
         "d_k": trace.d_k,
@@ -97,8 +107,8 @@ def attention(logdir: Path | None, request: object) -> dict:
 
 
 def generate(logdir: Path | None, request: object) -> dict:
-    """The run's continuation of the text: sample.py's sampling, on the same checkpoint, length, temperature and
-    seed, writes the same tokens."""
+    """The run's continuation of the text, or its blanks filled for a run that fills blanks: sample.py's sampling, on
+    the same checkpoint, length, temperature and seed, writes the same tokens."""
     request = fields(request, "run, text and tokens")
     entry, checkpoint, path = run_at(required(logdir), request)
     text, tokens, seed = request.get("text"), request.get("tokens"), request.get("seed", SEED)
@@ -111,13 +121,18 @@ def generate(logdir: Path | None, request: object) -> dict:
         raise BadRequest("text: give the text to continue (a string, not empty)")
     if len(text) > MAX_CHARS:
         raise BadRequest(f"text: {len(text):,} characters; at most {MAX_CHARS:,}")
+    task, blanks = checkpoint.task, checked_blanks(request)
     try:
-        prompt = checkpoint.task.encode(text, "text")
+        prompt = task.hide(task.encode(text, "text"), blanks, "blanks")[0]
     except DataError as error:
         raise BadRequest(str(error)) from None
+    if problem := blanks_problem(task, prompt, "text"):
+        raise BadRequest(problem)
     with checkpoint.lock:  # no other request's forward on the model meanwhile
-        [ids] = sample_ids(checkpoint.model, prompt, tokens, temperature, None, seed)
-    written = ids[len(prompt) :]
+        [ids] = write(task, checkpoint.model, prompt, tokens, temperature, None, seed)
+    written = (
+        ids[len(prompt) :] if task.continues_text else [ids[i] for i, token in enumerate(prompt) if token == task.blank]
+    )
     block_size = checkpoint.model.config.block_size
     context = "" if len(prompt) <= block_size else f"the model reads the text's last {block_size} tokens as context"
     return {
@@ -126,8 +141,9 @@ def generate(logdir: Path | None, request: object) -> dict:
         "file": relative(path, entry),
         "prompt": text,
         "continuation": checkpoint.tokenizer.decode(written),
-        "tokens": token_labels(checkpoint.tokenizer, written),
+        "tokens": token_labels(checkpoint.tokenizer, written),  # what it wrote: the new tokens, or each blank's
         "text": checkpoint.tokenizer.decode(ids),
+        "filled": not task.continues_text,  # the text's blanks filled, not the text continued
         "note": context,
         "temperature": temperature,
         "seed": seed,
@@ -162,6 +178,14 @@ def run_at(logdir: Path, request: dict) -> tuple[RunEntry, Checkpoint, Path]:
         return entry, load(path), path
     except (ConfigError, CheckpointError) as error:  # a step not kept; a file damaged, or not tinylm's
         raise BadRequest(str(error).replace(str(run_dir) + "/", "")) from None
+
+
+def checked_blanks(request: dict) -> list[int]:
+    """The token positions a request hides (a fill-in-the-blank run's clicked tokens); [] by default."""
+    blanks = request.get("blanks", [])
+    if not isinstance(blanks, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in blanks):
+        raise BadRequest(f"blanks={blanks!r}: must be a list of token positions, whole numbers")
+    return blanks
 
 
 def checked_temperature(request: dict) -> float:

@@ -197,4 +197,4 @@ def test_temperature_one_is_the_softmax_of_the_logits_and_a_low_one_sharpens():
     ],
 )
 def test_the_sentence_names_what_the_four_probabilities_show(numbers, causal, expected):
-    assert words("r", numbers, causal, NextToken.right_side) == expected
+    assert words("r", numbers, causal, NextToken.words) == expected

@@ -33,7 +33,7 @@ def estimate_loss(
         with autocast(device, settings.precision):
             losses[name] = batches_loss(model, batches)
             if name == "val":
-                evaluation = Evaluation(model, batches, losses["val"], config, tokens, val_offset, seed, device)
+                evaluation = Evaluation(task, model, batches, losses["val"], config, tokens, val_offset, seed, device)
                 for key, curve in task.curves.items():
                     if (value := curve.measure(evaluation)) is not None:
                         losses[key] = value

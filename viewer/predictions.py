@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from model import Look, TinyLM
-from task.base import RightSide, StripKind
+from task.base import StripKind, Words
 from trainer.diagnostics import token_labels
 from viewer.checkpoints import Checkpoint
 from viewer.readings import Reading
@@ -65,6 +65,7 @@ class Counterfactual:
     masked: float
     uniform: float
     no_look: float
+    target: str  # the token whose probability these are: the query's target, or a blank's likeliest filling
     words: str
 
 
@@ -77,22 +78,28 @@ class Predictions:
 
 def predict(checkpoint: Checkpoint, reading: Reading, layer: int = 0, temperature: float = 1.0) -> Predictions:
     """Every number the tab's panel and attend.py show of the text's predictions, holding the model meanwhile."""
-    task = checkpoint.task
+    task, model = checkpoint.task, checkpoint.model
+    targets = task.strip_targets(reading.ids, reading.targets)
     with checkpoint.lock:
-        kinds = task.strips(checkpoint.model.config)
-        strips = [strip(checkpoint, reading, kind, temperature) for kind in kinds]
-        looks = counterfactuals(checkpoint, reading, layer)
-    scored = any(target is not None for target in reading.targets)
-    problem = "" if scored else task.nothing_to_score(reading.labels)
-    return Predictions(strips, looks, problem)
+        logits = [strip_logits(checkpoint, reading, kind.causal) for kind in task.strips(model.config)]
+        strips = [
+            strip(checkpoint, kind, found, targets, temperature)
+            for kind, found in zip(task.strips(model.config), logits)
+        ]
+        looks = counterfactuals(checkpoint, reading, layer, logits[0])
+    scored = any(target is not None for target in targets)
+    return Predictions(strips, looks, "" if scored else task.nothing_to_score(reading.labels))
 
 
 @torch.no_grad()
-def forward_logits(model: TinyLM, ids: list[int], causal: bool | None = None) -> Tensor:
-    """(T, vocab_size) logits of the model's own forward of the ids (its kernel, as evaluation runs it); `causal` as
-    there."""
-    device = next(model.parameters()).device
-    return model(torch.tensor([ids], device=device), causal=causal)[0].float().cpu()
+def strip_logits(checkpoint: Checkpoint, reading: Reading, causal: bool | None) -> Tensor:
+    """(T, vocab_size): each position's logits as the task reads its prediction there (task.query_inputs), through
+    the model's own forward (its kernel, as evaluation runs it); `causal` as there."""
+    positions = list(range(len(reading.ids)))
+    inputs = checkpoint.task.query_inputs(reading.ids, positions).to(next(checkpoint.model.parameters()).device)
+    out = checkpoint.model(inputs, causal=causal)
+    rows = torch.arange(len(positions)) if inputs.size(0) > 1 else 0
+    return out[rows, positions].float().cpu()
 
 
 def token_losses(logits: Tensor, targets: list[int | None]) -> list[float | None]:
@@ -111,9 +118,10 @@ def distribution(logits: Tensor, temperature: float) -> Tensor:
     return F.softmax(logits / temperature, dim=-1)
 
 
-def strip(checkpoint: Checkpoint, reading: Reading, kind: StripKind, temperature: float) -> Strip:
-    """One loss strip of the text: the task's logits and targets for it, each position's loss and top five."""
-    logits, targets = checkpoint.task.strip_logits(checkpoint.model, reading.ids, reading.following, kind.causal)
+def strip(
+    checkpoint: Checkpoint, kind: StripKind, logits: Tensor, targets: list[int | None], temperature: float
+) -> Strip:
+    """One loss strip of the text: each position's loss on its target and its top five."""
     losses = token_losses(logits, targets)
     probabilities = distribution(logits, temperature)
     top = probabilities.topk(min(TOP, probabilities.size(-1)), dim=-1)
@@ -142,47 +150,57 @@ def counterfactual_rows(reading: Reading, layer: int, i: int) -> dict[str, Tenso
 
 
 @torch.no_grad()
-def looked_again(model: TinyLM, ids: list[int], layer: int, queries: list[int], rows: Tensor) -> Tensor:
-    """(B, vocab_size) logits at position queries[b] of the text, when `layer` mixes query queries[b]'s values
-    with rows[b] instead of its own weights; the other rows, and every other layer, as trained."""
+def looked_again(model: TinyLM, inputs: Tensor, layer: int, queries: list[int], rows: Tensor) -> Tensor:
+    """(B, vocab_size) logits at position queries[b] of inputs[b] (a (1, T) input serves every b), when `layer`
+    mixes query queries[b]'s values with rows[b] instead of its own weights; the other rows, and every other layer,
+    as trained."""
     device = next(model.parameters()).device
-    per_forward = max(1, FORWARD_TOKENS // len(ids))
+    per_forward = max(1, FORWARD_TOKENS // inputs.size(1))
     logits = []
     for start in range(0, len(queries), per_forward):
         where = torch.tensor(queries[start : start + per_forward], device=device)
         these = rows[start : start + per_forward].to(device)
         batch = torch.arange(where.numel(), device=device)
+        texts = inputs[start : start + per_forward] if inputs.size(0) > 1 else inputs.expand(where.numel(), -1)
 
         def reweigh(weights: Tensor, where=where, these=these, batch=batch) -> Tensor:
             changed = weights.clone()
             changed[batch, where] = these.to(weights.dtype)
             return changed
 
-        out = model(torch.tensor([ids], device=device).expand(where.numel(), -1), look=Look({layer: reweigh}))
+        out = model(texts.to(device), look=Look({layer: reweigh}))
         logits.append(out[batch, where].float().cpu())
     return torch.cat(logits)
 
 
-def counterfactuals(checkpoint: Checkpoint, reading: Reading, layer: int) -> list[Counterfactual | None]:
-    """(a)-(d) and their sentence for every query of the text that has a target, in batched forwards."""
-    targets, task = reading.targets, checkpoint.task
-    queries = [i for i, target in enumerate(targets) if target is not None]
-    found: list[Counterfactual | None] = [None] * len(targets)
+def counterfactuals(
+    checkpoint: Checkpoint, reading: Reading, layer: int, logits: Tensor
+) -> list[Counterfactual | None]:
+    """(a)-(d) and their sentence for every query of the text that has a target (or whose likeliest token the task
+    asks about instead: a blank nobody filled), in batched forwards; (a) from the as-trained strip's `logits`."""
+    task, ids, targets = checkpoint.task, reading.ids, reading.targets
+    asked = [
+        target if target is not None or not task.guess(ids, i) else int(logits[i].argmax())
+        for i, target in enumerate(targets)
+    ]
+    queries = [i for i, target in enumerate(asked) if target is not None]
+    found: list[Counterfactual | None] = [None] * len(ids)
     if not queries:
         return found
     variants = [(i, kind) for i in queries for kind in COUNTERFACTUALS]
     all_rows = {i: counterfactual_rows(reading, layer, i) for i in queries}
     rows = torch.stack([all_rows[i][kind] for i, kind in variants])
-    logits = looked_again(checkpoint.model, reading.ids, layer, [i for i, _ in variants], rows)
-    chosen = torch.tensor([targets[i] for i, _ in variants])
-    probabilities = F.softmax(logits, dim=-1)[torch.arange(len(variants)), chosen].tolist()
+    inputs = task.query_inputs(ids, [i for i, _ in variants])
+    looked = looked_again(checkpoint.model, inputs, layer, [i for i, _ in variants], rows)
+    chosen = torch.tensor([asked[i] for i, _ in variants])
+    probabilities = F.softmax(looked, dim=-1)[torch.arange(len(variants)), chosen].tolist()
     p = {variant: probability for variant, probability in zip(variants, probabilities)}
-    trained = F.softmax(forward_logits(checkpoint.model, reading.ids), dim=-1)
+    trained = F.softmax(logits, dim=-1)
     causal = reading.layers[layer].causal
     for i in queries:
-        numbers = {"trained": trained[i, targets[i]].item(), **{kind: p[i, kind] for kind in COUNTERFACTUALS}}
-        label = token_labels(checkpoint.tokenizer, [targets[i]])[0]
-        found[i] = Counterfactual(**numbers, words=words(label, numbers, causal, task.right_side))
+        numbers = {"trained": trained[i, asked[i]].item(), **{kind: p[i, kind] for kind in COUNTERFACTUALS}}
+        label = token_labels(checkpoint.tokenizer, [asked[i]])[0]
+        found[i] = Counterfactual(**numbers, target=label, words=words(label, numbers, causal, task.words))
     return found
 
 
@@ -199,7 +217,7 @@ def close(x: float, y: float) -> bool:
     return abs(x - y) <= max(CLOSE * max(x, y), 0.01)
 
 
-def words(label: str, numbers: dict[str, float], causal: bool, right: RightSide) -> str:
+def words(label: str, numbers: dict[str, float], causal: bool, right: Words) -> str:
     """What the four probabilities say, in one sentence: the first rule that holds, from the telling to the plain."""
     a, b, c, d = (probability(numbers[kind]) for kind in ("trained", *COUNTERFACTUALS))
     trained, masked, uniform, no_look = (numbers[kind] for kind in ("trained", *COUNTERFACTUALS))

@@ -42,8 +42,11 @@ def layer_problem(layer: object, n_layer: int, setting: str = "layer") -> str:
     return ""
 
 
-def read(checkpoint: Checkpoint, text: str, setting: str = "text") -> Reading:
-    """The trace of `text` (its first block_size tokens); a DataError naming `setting` for a text it cannot read."""
+def read(
+    checkpoint: Checkpoint, text: str, setting: str = "text", blanks: list[int] = (), blanks_setting: str = "blanks"
+) -> Reading:
+    """The trace of `text` (its first block_size tokens), with the tokens at positions `blanks` hidden where the task
+    hides tokens; a DataError naming `setting` (or `blanks_setting`) for what it cannot read."""
     mixer = checkpoint.model.config.mixer
     if mixer is not Mixer.attention:
         raise DataError(
@@ -56,16 +59,18 @@ def read(checkpoint: Checkpoint, text: str, setting: str = "text") -> Reading:
         raise DataError(
             f"{setting}: {len(text):,} characters; at most {MAX_CHARS:,} (the model reads its first tokens)"
         )
-    return read_ids(checkpoint, checkpoint.task.encode(text, setting))
+    ids, hidden = checkpoint.task.hide(checkpoint.task.encode(text, setting), list(blanks), blanks_setting)
+    return read_ids(checkpoint, ids, hidden)
 
 
-def read_ids(checkpoint: Checkpoint, ids: list[int]) -> Reading:
-    """The trace of the token ids' first block_size, holding the model meanwhile."""
+def read_ids(checkpoint: Checkpoint, ids: list[int], hidden: dict[int, int] | None = None) -> Reading:
+    """The trace of the token ids' first block_size, holding the model meanwhile; `hidden` the tokens the task hid
+    by position."""
     block_size, task = checkpoint.model.config.block_size, checkpoint.task
     kept, following = ids[:block_size], (ids[block_size] if len(ids) > block_size else None)
     with checkpoint.lock:
         layers = trace(checkpoint.model, kept)
-    labels, targets = token_labels(checkpoint.tokenizer, kept), task.targets(kept, following)
+    labels, targets = token_labels(checkpoint.tokenizer, kept), task.targets(kept, following, hidden or {})
     return Reading(kept, labels, len(ids), block_size, layers, targets, task, following)
 
 
