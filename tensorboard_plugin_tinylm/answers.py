@@ -234,7 +234,7 @@ def counterfactual_json(found: Counterfactual | None) -> dict | None:
     if found is None:
         return None
     numbers = {kind: rounded(getattr(found, kind)) for kind in ("trained", *COUNTERFACTUALS)}
-    return numbers | {"words": found.words}
+    return numbers | {"target": found.target, "words": found.words}
 
 
 def rounded(x: float | None) -> float | None:
