@@ -205,7 +205,8 @@ def save_figure(read_run: Report, layer: int, title: str, path: Path, scale: flo
     It is laid out for PATTERN_TOKENS labels a side; a longer text gets labels as much smaller and pixels as much
     denser, so that each label stays as many pixels tall."""
     labels = read_run.reading.labels
-    figure = pattern_figure(read_run.reading.layers[layer].weights, labels, title)
+    reading = read_run.reading
+    figure = pattern_figure(reading.layers[layer].weights, labels, title, reading.task.targets_ahead)
     shrink = max(1.0, len(labels) / PATTERN_TOKENS)
     add_loss_strips(figure, read_run.predictions.strips, labels, scale, shrink, read_run.checkpoint)
     figure.savefig(path, dpi=100 * shrink)

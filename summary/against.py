@@ -64,6 +64,25 @@ def tick_label(value: float) -> str:
     return str(value) if isinstance(value, int) else f"{value:.3g}"
 
 
+def draw_line(axes, line, tag: str, key: str) -> None:
+    """One line's final values of `tag` against `key`: a point per run or configuration, with its seeds' range as
+    an error bar, and the runs that stopped early as open markers."""
+    points = [(run.settings[key], run.final(tag), run) for run in line.runs if run.final(tag) is not None]
+    if points:
+        xs, ys, items = zip(*points)
+        axes.plot(xs, ys, line.look.linestyle, color=line.look.color, marker="o", markersize=4)
+        spreads = [item.spread(tag) if isinstance(item, Configuration) else None for item in items]
+        if any(spread and spread.n > 1 for spread in spreads):  # from the lowest to the highest seed
+            below = [0 if spread is None else spread.mean - spread.low for spread in spreads]
+            above = [0 if spread is None else spread.high - spread.mean for spread in spreads]
+            axes.errorbar(xs, ys, yerr=[below, above], fmt="none", ecolor=line.look.color, capsize=3)
+    # Their final value is an earlier one: open markers, never part of a mean.
+    finals = [(run.settings[key], run.final(tag)) for run in unfinished_runs(line.runs)]
+    stopped = [(x, final) for x, final in finals if final is not None]
+    if stopped:
+        axes.plot(*zip(*stopped), "o", color=line.look.color, markerfacecolor="white", markersize=6)
+
+
 def plot_against(runs: list[Run] | list[Configuration], key: str, path: Path) -> None:
     """Each final value (FINAL_TAGS) some run logged in a panel of its own, against `key`; the last cell holds the
     legend. A tag no run logged (val/loss_far outside data=copy) gets no panel: an empty one would read as a fault."""
@@ -79,20 +98,7 @@ def plot_against(runs: list[Run] | list[Configuration], key: str, path: Path) ->
     cells = list(figure.subplots(rows, COLUMNS, gridspec_kw=spacing).flat)
     for tag, axes in zip(tags, cells):
         for line in lines:
-            points = [(run.settings[key], run.final(tag), run) for run in line.runs if run.final(tag) is not None]
-            if points:
-                xs, ys, items = zip(*points)
-                axes.plot(xs, ys, line.look.linestyle, color=line.look.color, marker="o", markersize=4)
-                spreads = [item.spread(tag) if isinstance(item, Configuration) else None for item in items]
-                if any(spread and spread.n > 1 for spread in spreads):  # from the lowest to the highest seed
-                    below = [0 if spread is None else spread.mean - spread.low for spread in spreads]
-                    above = [0 if spread is None else spread.high - spread.mean for spread in spreads]
-                    axes.errorbar(xs, ys, yerr=[below, above], fmt="none", ecolor=line.look.color, capsize=3)
-            # Their final value is an earlier one: open markers, never part of a mean.
-            finals = [(run.settings[key], run.final(tag)) for run in unfinished_runs(line.runs)]
-            stopped = [(x, final) for x, final in finals if final is not None]
-            if stopped:
-                axes.plot(*zip(*stopped), "o", color=line.look.color, markerfacecolor="white", markersize=6)
+            draw_line(axes, line, tag, key)
         axes.set_title(tag, fontsize="medium")
         axes.set_xlabel(key)
         if values[0] > 0 and values[-1] >= 10 * values[0]:

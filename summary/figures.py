@@ -147,6 +147,29 @@ def difference_of(spec: str, logged: set[str]) -> tuple[str, str]:
     )
 
 
+def chosen_panel(
+    axes, spec: str, items: list, looks: list[Look], marks: list[Mark], marker_of: dict[str, str] | None
+) -> None:
+    """One spec's panel of plot_chosen: each item's curve in its look (each seed's run on its own, marked, where
+    `marker_of` gives the seeds' markers), the marks across it, its y scale and title."""
+    values = [mark.value for mark in marks]
+    for item, look in zip(items, looks):
+        if marker_of is not None and isinstance(item, Configuration):
+            for run in item.runs:
+                seed_look = Look(look.color, look.linestyle, marker_of[repr(run.settings.get(SEED))])
+                values += draw(axes, run.curves.get(spec), seed_look, markersize=4, linewidth=1.2)
+        else:
+            values += draw(axes, item.curves.get(spec), look, item.band(spec))
+    for mark in marks:
+        axes.axhline(mark.value, color="0.2", linewidth=0.8)
+        at_the_right = {"xycoords": ("axes fraction", "data"), "xytext": (-2, 2), "textcoords": "offset points"}
+        axes.annotate(mark.label, (1, mark.value), ha="right", va="bottom", fontsize="small", **at_the_right)
+    scale_y(axes, values)
+    axes.set(title=spec_title(spec), xlabel="step")
+    if not axes.has_data():
+        axes.text(0.5, 0.5, "not logged by these runs", ha="center", va="center", transform=axes.transAxes)
+
+
 def plot_chosen(
     items: list[Run] | list[Configuration],
     specs: list[str],
@@ -168,23 +191,7 @@ def plot_chosen(
     seeds = sorted({run.settings.get(SEED) for item in items for run in seed_runs(item)}, key=repr)
     marker_of = {repr(seed): SEED_MARKERS[index % len(SEED_MARKERS)] for index, seed in enumerate(seeds)}
     for spec, axes in zip(specs, cells):
-        values = [mark.value for mark in marks.get(spec, [])]
-        for item, look in zip(items, encoding.looks):
-            if per_seed and isinstance(item, Configuration):
-                for run in item.runs:
-                    marker = marker_of[repr(run.settings.get(SEED))]
-                    seed_look = Look(look.color, look.linestyle, marker)
-                    values += draw(axes, run.curves.get(spec), seed_look, markersize=4, linewidth=1.2)
-            else:
-                values += draw(axes, item.curves.get(spec), look, item.band(spec))
-        for mark in marks.get(spec, []):
-            axes.axhline(mark.value, color="0.2", linewidth=0.8)
-            at_the_right = {"xycoords": ("axes fraction", "data"), "xytext": (-2, 2), "textcoords": "offset points"}
-            axes.annotate(mark.label, (1, mark.value), ha="right", va="bottom", fontsize="small", **at_the_right)
-        scale_y(axes, values)
-        axes.set(title=spec_title(spec), xlabel="step")
-        if not axes.has_data():
-            axes.text(0.5, 0.5, "not logged by these runs", ha="center", va="center", transform=axes.transAxes)
+        chosen_panel(axes, spec, items, encoding.looks, marks.get(spec, []), marker_of if per_seed else None)
     for axes in cells[len(specs) :]:
         axes.axis("off")
     legend = encoding.legend

@@ -142,6 +142,12 @@ class Task:
             raise DataError(f"{setting}: this run hides no token (task={self.name}); task=fill_blank runs do")
         return ids, {}
 
+    @property
+    def targets_ahead(self) -> bool:
+        """Whether a position's target lies after it in the text, so that weight on the future is where a leak reads
+        (the pictures hatch the future then)."""
+        return self.target_key(0) > 0
+
     def targets(self, ids: list[int], following: int | None, hidden: dict[int, int]) -> list[int | None]:
         """What each position of a text's token ids is asked to predict, where the text says (None: unknown or
         nothing); `following` is the text's token after `ids` where it was cut, `hidden` the tokens hide() hid."""

@@ -16,7 +16,16 @@ from trainer.diagnostics import token_labels
 from viewer.checkpoints import Checkpoint, load
 from viewer.generation import TEMPERATURES, blanks_problem, seed_problem, temperature_problem, write
 from viewer.predictions import COUNTERFACTUALS, Counterfactual, Predictions, Strip, predict
-from viewer.readings import MAX_CHARS, VALIDATION_LINE, cut_note, layer_problem, read, row_statistics, verdict
+from viewer.readings import (
+    MAX_CHARS,
+    VALIDATION_LINE,
+    Reading,
+    cut_note,
+    layer_problem,
+    read,
+    row_statistics,
+    verdict,
+)
 from viewer.runs import RunEntry, checkpoint_at, list_runs, run_entry
 
 DIGITS = 7  # decimals sent: far below what a person reads, and the numbers equal the reference path's to 1e-6
@@ -71,18 +80,31 @@ def attention(logdir: Path | None, request: object) -> dict:
         reading = read(checkpoint, text, blanks=blanks)
     except DataError as error:
         raise BadRequest(str(error)) from None
-    trace = reading.layers[layer]
     predictions = predict(checkpoint, reading, layer, temperature)
-    vocab_size = checkpoint.model.config.vocab_size
-    task = checkpoint.task
+    vocab_size, task = checkpoint.model.config.vocab_size, checkpoint.task
     return {
         "run": entry.name,
         "step": checkpoint.step,
         "task": task.name,  # what it was trained to predict: next_token, fill_blank
         "continues_text": task.continues_text,
         "blanks": [i for i, token in enumerate(reading.ids) if token == task.blank],  # the hidden positions
+        **trace_json(reading, layer),
+        "file": relative(path, entry),
+        "steps": steps(entry),
+        "run_note": entry.note if path == entry.checkpoint else "",
+        "temperature": temperature,
+        "vocab_size": vocab_size,
+        "uniform_loss": rounded(math.log(vocab_size)),
+        **predictions_json(predictions),
+    }
+
+
+def trace_json(reading: Reading, layer: int) -> dict:
+    """The lesson's steps at `layer` for every query of the text, and what each row says."""
+    trace = reading.layers[layer]
+    return {
         "layer": layer,
-        "n_layer": n_layer,
+        "n_layer": len(reading.layers),
         "d_k": trace.d_k,
         "scale": trace.scale,
         "causal": trace.causal,
@@ -96,13 +118,6 @@ def attention(logdir: Path | None, request: object) -> dict:
         "stats": row_statistics(trace.weights),
         "saturated": SATURATED,
         "verdicts": [verdict(reading, layer, i) for i in range(len(reading.ids))],
-        "file": relative(path, entry),
-        "steps": steps(entry),
-        "run_note": entry.note if path == entry.checkpoint else "",
-        "temperature": temperature,
-        "vocab_size": vocab_size,
-        "uniform_loss": rounded(math.log(vocab_size)),
-        **predictions_json(predictions),
     }
 
 
