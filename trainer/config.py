@@ -101,7 +101,7 @@ def to_train_config(cfg: DictConfig) -> TrainConfig:
 
 def plain_config(config: object) -> dict:
     """The settings as plain dicts, numbers and strings: what a checkpoint (weights_only) and the HParams tab hold.
-    A walk over the dataclasses: OmegaConf.structured checked every value again, 5 ms at each checkpoint."""
+    A walk over the dataclasses: OmegaConf.structured would check every value again at each checkpoint."""
     return {setting.name: plain_value(getattr(config, setting.name)) for setting in fields(config)}
 
 

@@ -17,8 +17,8 @@ FLOAT = 4  # bytes of a float32: weights, gradients and the optimizer's moments 
 TOKEN_ID = 8  # bytes of an int64 token id, as a batch hands them to the model
 PER_PARAMETER = 4 * FLOAT  # the weight, its gradient and AdamW's two moments
 UNITS = ("bytes", "KB", "MB", "GB", "TB", "PB")
-# The tokenizers library allocates this much per vocabulary entry before it learns a merge (measured: 70.9 GB asked
-# for tokenizer.vocab_size=1000000000); failing, it aborts the process, which no handler can catch.
+# The tokenizers library allocates this much per vocabulary entry before it learns a merge (docs/benchmark.md has
+# the measurement); failing, it aborts the process, which no handler can catch.
 BPE_TRAINER_BYTES = 70
 SIZE_SETTINGS = [
     "model.d_model",

@@ -17,8 +17,8 @@ from trainer.config import ConfigError, Precision, TrainConfig
 log = logging.getLogger("tinylm")
 HALF = {Precision.bf16: torch.bfloat16, Precision.fp16: torch.float16}
 NO_SCALING = torch.amp.GradScaler("cpu", enabled=False)  # disabled, it passes every call straight through
-# Said before the compilation starts (docs/configuration.md#trainercompile): measured on 2 cores, the default model
-# took 22 s to compile and then stepped at 0.97-0.98x of eager's time, about 3 s saved over a 3000-step run.
+# Said before the compilation starts: on a CPU, compiling costs more than it saves at tinylm's size
+# (docs/configuration.md#trainercompile has the figures).
 COMPILE_ON_CPU = (
     "trainer.compile=true on a CPU: compiling takes tens of seconds before the first step and saves about 2% a step "
     "there, which a run of tinylm's size never earns back; it pays on a GPU (trainer.compile=false trains at once)"
