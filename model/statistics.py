@@ -3,7 +3,7 @@ TensorBoard (trainer/diagnostics.py), the viewer shows them per query (viewer/re
 row i query i's distribution over the keys j."""
 
 import math
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple, Protocol
 
 import torch
 from torch import Tensor
@@ -11,10 +11,14 @@ from torch import Tensor
 from model.mask import future_keys
 from model.softmax_jacobian import softmax_jacobian_norm
 
-if TYPE_CHECKING:
-    from model.attention import AttentionResult
-
 SATURATED = 0.99  # a row whose largest weight exceeds this has collapsed onto one key
+
+
+class Attended(Protocol):
+    """What the statistics read of an attention: model/attention.py's AttentionResult."""
+
+    weights: Tensor  # (..., T, T)
+    scores: Tensor  # (..., T, T): what the softmax was fed
 
 
 def entropy(weights: Tensor) -> Tensor:
@@ -66,7 +70,7 @@ def fed_scores(scores: Tensor, causal: bool = True) -> Tensor:
     return scores[~future_keys(scores.size(-1), scores.device).expand(scores.shape)]
 
 
-def attention_stats(result: "AttentionResult", causal: bool = True) -> dict[str, Tensor]:
+def attention_stats(result: Attended, causal: bool = True) -> dict[str, Tensor]:
     """Every statistic of one layer (masked as `causal` says), still on the device, keyed by its tag's last part."""
     weights, scores = result.weights, fed_scores(result.scores, causal)
     return {
@@ -90,6 +94,6 @@ class MaskReading(NamedTuple):
 
 
 @torch.no_grad()
-def read_mask(result: "AttentionResult") -> MaskReading:
+def read_mask(result: Attended) -> MaskReading:
     future = future_keys(result.scores.size(-1), result.scores.device)
     return MaskReading(future_mass(result.weights), result.scores.masked_fill(future, math.inf).amin())

@@ -6,7 +6,7 @@ continue a text."""
 
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, ClassVar, NamedTuple
+from typing import TYPE_CHECKING, ClassVar, NamedTuple, Protocol
 
 import numpy as np
 import torch
@@ -15,13 +15,21 @@ from torch import Tensor
 
 from data.batches import draw_windows
 from data.errors import DataError
+from data.sources import DataConfig
 from data.tokenizer import encode_known
+from task.config import TaskConfig
 
 if TYPE_CHECKING:
     from model import ModelConfig, TinyLM
-    from trainer.config import TrainConfig
 
 IGNORE = -1  # the label of a position the task does not score (nanoGPT's ignore_index)
+
+
+class RunSettings(Protocol):
+    """What a task reads of a run's settings (trainer/config.py's TrainConfig, which gathers the tasks' own)."""
+
+    task: TaskConfig
+    model: "ModelConfig"
 
 
 class Batch(NamedTuple):
@@ -32,13 +40,15 @@ class Batch(NamedTuple):
 @dataclass
 class Evaluation:
     """What an extra curve reads at an evaluation: the model, the validation batches the val loss was measured on and
-    that loss, the run's settings and text, and where to draw windows of its own."""
+    that loss, the run's text and how many windows an evaluation reads, and where to draw windows of its own."""
 
     task: "Task"
     model: "TinyLM"
     batches: list[Batch]
     val: float
-    config: "TrainConfig"
+    data: DataConfig
+    batch_size: int
+    eval_iters: int
     val_tokens: np.ndarray
     val_offset: int  # where the val split starts in the text, in tokens
     seed: int
@@ -87,12 +97,12 @@ class Task:
     curves: ClassVar[dict[str, Curve]] = {}  # the extra curves, "val_causal" -> val/loss_causal in TensorBoard
     settings: ClassVar[tuple[str, ...]] = ()  # the task.* settings it reads besides its name; the others stay unset
 
-    def __init__(self, config: "TrainConfig", tokenizer: Tokenizer):
-        self.config = config
+    def __init__(self, config: RunSettings, tokenizer: Tokenizer):
+        self.settings, self.block_size = config.task, config.model.block_size
         self.tokenizer = self.reads_with(tokenizer)
 
     @classmethod
-    def problems(cls, config: "TrainConfig") -> list[str]:
+    def problems(cls, config: RunSettings) -> list[str]:
         """The settings this task cannot train with, one line each naming the setting: here, those of other tasks."""
         unread = [setting.name for setting in fields(config.task) if setting.name not in ("name", *cls.settings)]
         return [
@@ -120,7 +130,7 @@ class Task:
 
     def draw(self, tokens: np.ndarray, batch_size: int, generator: torch.Generator, device: torch.device) -> Batch:
         """A batch of windows of `tokens` at places drawn from `generator`: training's and evaluation's."""
-        span = self.span(self.config.model.block_size)
+        span = self.span(self.block_size)
         return self.batch(draw_windows(tokens, batch_size, span, generator, device), generator)
 
     def sees_targets(self, config: "ModelConfig") -> bool:

@@ -15,12 +15,11 @@ from torch import Tensor
 
 from data.errors import DataError
 from data.tokenizer import encode_known
-from task.base import IGNORE, Batch, Curve, Evaluation, StripKind, Task, Words, register
+from task.base import IGNORE, Batch, Curve, Evaluation, RunSettings, StripKind, Task, Words, register
 from task.curves import MASK_PUT_BACK, batches_loss
 
 if TYPE_CHECKING:
     from model import ModelConfig
-    from trainer.config import TrainConfig
 
 BLANK = "[BLANK]"  # the blank's token: special, so decoding leaves it out, and never encoded from a person's text
 MARKER = "_"  # where a person's text has a blank; "\_" is the character itself
@@ -38,7 +37,7 @@ def hidden_loss(evaluation: Evaluation) -> float:
     """val/loss_hidden: the val loss with every scored token hidden behind the blank, which a model that copies its
     input cannot fake; val/loss itself where the task hides them already."""
     task = evaluation.task
-    if task.config.task.hide:
+    if task.settings.hide:
         return evaluation.val
     hidden = [Batch(x.masked_fill(y != IGNORE, task.blank), y) for x, y in evaluation.batches]
     return batches_loss(evaluation.model, hidden)
@@ -81,7 +80,7 @@ class FillBlank(Task):
     }
 
     @classmethod
-    def problems(cls, config: "TrainConfig") -> list[str]:
+    def problems(cls, config: RunSettings) -> list[str]:
         problems = super().problems(config)
         share, block_size = config.task.blank_share, config.model.block_size
         if share is None or not 0 < share < 1:
@@ -108,14 +107,14 @@ class FillBlank(Task):
         return block_size
 
     def batch(self, windows: Tensor, generator: torch.Generator) -> Batch:
-        count = blank_count(self.config.task.blank_share, windows.size(1))
+        count = blank_count(self.settings.blank_share, windows.size(1))
         order = torch.rand(windows.shape, generator=generator).argsort(dim=1)  # drawn afresh at every call
         chosen = torch.zeros(windows.shape, dtype=torch.bool).scatter(1, order[:, :count], True).to(windows.device)
-        inputs = windows.masked_fill(chosen, self.blank) if self.config.task.hide else windows
+        inputs = windows.masked_fill(chosen, self.blank) if self.settings.hide else windows
         return Batch(inputs, windows.masked_fill(~chosen, IGNORE))
 
     def sees_targets(self, config: "ModelConfig") -> bool:
-        return not self.config.task.hide
+        return not self.settings.hide
 
     def encode(self, text: str, setting: str) -> list[int]:
         """The text's tokens with the blank where it holds MARKER ("\\_" is the character itself)."""

@@ -23,16 +23,15 @@ def far_token(evaluation: Evaluation) -> float | None:
     """data=copy's val/loss_far: the loss at the positions whose next token is the one data.distance back, that
     token inside the window (data/synthetic.py far_targets), over windows of its own, the same at every evaluation.
     The char tokenizer gives a token per character, so the val split starts at its offset in the text."""
-    config = evaluation.config
-    if config.data.source is not Source.copy:
+    if evaluation.data.source is not Source.copy:
         return None
     generator = torch.Generator().manual_seed(evaluation.seed + FAR_SEED)
-    block_size, tokens = config.model.block_size, evaluation.val_tokens
+    block_size, tokens = evaluation.model.config.block_size, evaluation.val_tokens
     batches = []
-    for _ in range(config.trainer.eval_iters):
-        starts = torch.randint(len(tokens) - block_size, (config.trainer.batch_size,), generator=generator)
+    for _ in range(evaluation.eval_iters):
+        starts = torch.randint(len(tokens) - block_size, (evaluation.batch_size,), generator=generator)
         windows = window_at(tokens, starts, block_size + 1)
-        far = far_targets(evaluation.val_offset + starts, block_size, config.data.distance)
+        far = far_targets(evaluation.val_offset + starts, block_size, evaluation.data.distance)
         labels = windows[:, 1:].masked_fill(~far, IGNORE)
         batches.append(Batch(windows[:, :-1].to(evaluation.device), labels.to(evaluation.device)))
     return pooled_loss(evaluation.model, batches)

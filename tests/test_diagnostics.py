@@ -297,7 +297,8 @@ def test_far_loss_is_the_loss_at_the_far_positions_only():
     tokens = (letters - ord("a") + 1).clip(0)  # a line break is 0, a letter 1 to 26
     train, val = tokens[:2000], tokens[2000:]
     config = evaluated(model, eval_iters=2, source=Source.copy, distance=d)
-    far = far_token(Evaluation(task_for(config, None), model, [], 0.0, config, val, len(train), 0, torch.device("cpu")))
+    task, cpu = task_for(config, None), torch.device("cpu")
+    far = far_token(Evaluation(task, model, [], 0.0, config.data, 4, 2, val, len(train), 0, cpu))
     generator = torch.Generator().manual_seed(0 + FAR_SEED)
     picked = []
     for _ in range(2):

@@ -33,7 +33,11 @@ def estimate_loss(
         with autocast(device, settings.precision):
             losses[name] = batches_loss(model, batches)
             if name == "val":
-                evaluation = Evaluation(task, model, batches, losses["val"], config, tokens, val_offset, seed, device)
+                val = losses["val"]
+                sizes = settings.batch_size, settings.eval_iters
+                evaluation = Evaluation(
+                    task, model, batches, val, config.data, *sizes, tokens, val_offset, seed, device
+                )
                 for key, curve in task.curves.items():
                     if (value := curve.measure(evaluation)) is not None:
                         losses[key] = value

@@ -93,7 +93,7 @@ def blanks_problem(task: Task, ids: list[int], setting: str) -> str:
             f"{setting}: this run fills blanks (task={task.name}) and does not continue a text: mark each missing "
             "token with _ (a literal _ is \\_)"
         )
-    block_size = task.config.model.block_size
+    block_size = task.block_size
     if len(ids) > block_size:
         return f"{setting}: {len(ids)} tokens; a model that fills blanks reads at most model.block_size={block_size}"
     return ""
