@@ -2,8 +2,8 @@
 and patching read a tinylm run: `transformer_lens_model`.
 
 TransformerLens 4 removed HookedTransformer; a model of one's own goes through its TL-native model
-(`TransformerBridge.boot_native`), built offline, into which the TinyLM's weights are copied. Only the model's config
-and state_dict are read. What TransformerLens cannot compute as tinylm does is refused, each setting named
+(`TransformerBridge.boot_native`), built offline, into which the TinyLM's weights are copied. Only the model's config,
+state_dict and LayerNorm eps are read. What TransformerLens cannot compute as tinylm does is refused, each setting named
 (`lens_problems`).
 """
 
