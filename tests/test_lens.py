@@ -96,7 +96,7 @@ def test_patching_a_querys_pattern_gives_tinylms_counterfactual_logits():
 
     lens = transformer_lens_model(model)
     patched = lens.run_with_hooks(torch.tensor([IDS]), fwd_hooks=[("blocks.1.attn.hook_pattern", look_uniformly)])
-    expected = looked_again(model, IDS, 1, [i], uniform[None])[0]
+    expected = looked_again(model, torch.tensor([IDS]), 1, [i], uniform[None])[0]
     assert (patched[0, i] - expected).abs().max() < 1e-5
     assert (patched[0, i] - lens(torch.tensor([IDS]))[0, i]).abs().max() > 1e-2  # the patch changed the prediction
 
