@@ -596,7 +596,7 @@ function drawHeatmap(context, layout, answer, query, pointed) {
       context.fillRect(left + j * cell, top + i * cell, cell, cell);
     }
   }
-  if (!fillsBlanks(answer) || answer.causal) drawFuture(context, layout); // the right of a blank is no future
+  if (!fillsBlanks(answer)) drawFuture(context, layout); // where the targets lie ahead, as attn/pattern hatches it
   context.save();
   context.strokeStyle = DIAGONAL;
   context.setLineDash([4, 3]);
@@ -687,14 +687,14 @@ function stripsView(panel) {
       const guess = strip.predictions[i].top[0][0];
       return `${strip.name} ${loss === null ? "" : `${loss.toFixed(3)} nats, `}predicts ${quote(guess)}`;
     });
-    pointLine.textContent = `i=${i} ${quote(answer.tokens[i])}${asked(answer, i)}: ${parts.join(" · ")}`;
+    pointLine.textContent = `i=${i} ${quote(answer.tokens[i])}${targetWords(answer, i)}: ${parts.join(" · ")}`;
   };
   return { show, point };
 }
 
 // What query i is asked to predict, as the pointed token's line says it: " → 'r'" (the next token), " hides 'f'"
 // (a token hidden by position), nothing for a token of a run that fills blanks (itself).
-function asked(answer, i) {
+function targetWords(answer, i) {
   const next = answer.strips[0].predictions[i].next; // a text cut to block_size still has one at its last position
   if (!fillsBlanks(answer)) return next === null ? " → the text ends here" : ` → ${quote(next)}`;
   if (!answer.blanks.includes(i)) return "";
@@ -721,7 +721,7 @@ function lossStrip(panel, answer, strip) {
     } else {
       piece.style.background = ramp(YLORRD, loss / top);
       piece.style.color = loss / top > 0.55 ? "#fff" : "#111";
-      piece.title = `${quote(token)}${asked(answer, i)}: loss ${loss.toFixed(3)} nats`;
+      piece.title = `${quote(token)}${targetWords(answer, i)}: loss ${loss.toFixed(3)} nats`;
     }
     piece.classList.toggle("blank", fillsBlanks(answer) && answer.blanks.includes(i));
     piece.addEventListener("mousemove", () => point(panel, i));
