@@ -270,10 +270,11 @@ def test_the_page_threw_nothing_through_all_of_the_above(tab):
     assert PAGE_ERRORS == []
 
 
-# A fill-in-the-blank run (task=fill_blank, the mask off) of a few dozen steps at the leak sweep's size, beside a copy
-# of the sweep's masked next-token job: a tensorboard of their own, read in a second page of the same browser.
-FILL = ["task=fill_blank", "model.causal=false", "trainer.max_steps=30", "trainer.eval_interval=15",
-        "trainer.eval_iters=2", "trainer.log_interval=15", "trainer.batch_size=8", "model.block_size=16",
+# A fill-in-the-blank run (task=fill_blank, the mask off) as long as the leak sweep's and as small (checkpoints at
+# steps 0 and 10), beside a copy of the sweep's masked next-token job: a tensorboard of their own, read in a second
+# page of the same browser.
+FILL = ["task=fill_blank", "model.causal=false", "trainer.max_steps=10", "trainer.eval_interval=10",
+        "trainer.eval_iters=2", "trainer.log_interval=5", "trainer.batch_size=8", "model.block_size=16",
         "model.d_model=32", "model.d_k=16", "model.d_v=16", "optim.warmup_steps=2"]  # fmt: skip
 BLANK_TEXT = "To b_, or not"  # a blank typed at token 4
 HIDDEN = 7  # the token hidden by position: the "o" of "or"
