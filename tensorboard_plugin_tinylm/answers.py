@@ -128,7 +128,9 @@ def generate(logdir: Path | None, request: object) -> dict:
     entry, checkpoint, path = run_at(required(logdir), request)
     text, tokens, seed = request.get("text"), request.get("tokens"), request.get("seed", SEED)
     temperature = checked_temperature(request)
-    if not isinstance(tokens, int) or isinstance(tokens, bool) or not 1 <= tokens <= MAX_GENERATE:
+    task, blanks = checkpoint.task, checked_blanks(request)
+    wrong = not isinstance(tokens, int) or isinstance(tokens, bool) or not 1 <= tokens <= MAX_GENERATE
+    if task.continues_text and wrong:  # a run that fills blanks writes as many tokens as the text has blanks
         raise BadRequest(f"tokens={tokens!r}: must be a whole number from 1 to {MAX_GENERATE}")
     if problem := seed_problem(seed):
         raise BadRequest(problem)
@@ -136,7 +138,6 @@ def generate(logdir: Path | None, request: object) -> dict:
         raise BadRequest("text: give the text to continue (a string, not empty)")
     if len(text) > MAX_CHARS:
         raise BadRequest(f"text: {len(text):,} characters; at most {MAX_CHARS:,}")
-    task, blanks = checkpoint.task, checked_blanks(request)
     try:
         prompt = task.hide(task.encode(text, "text"), blanks, "blanks")[0]
     except DataError as error:

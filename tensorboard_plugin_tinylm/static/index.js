@@ -1,15 +1,20 @@
 // The Attention tab. TensorBoard loads this module into the tab's iframe and calls render(). Routes are relative to
 // the iframe's base, /data/plugin/tinylm_attention/: ./runs lists the runs, ./attention answers one run's weights,
-// losses and predictions at one step, ./generate continues the text; tensorboard_plugin_tinylm/answers.py's runs(),
-// attention() and generate() build every field this page reads. Plain JavaScript in one file with no imports, no
-// build step, nothing fetched from elsewhere; the routes are asked in one function (askServer) and the tab is drawn
-// into the element render() is given.
+// losses and predictions at one step, ./generate continues the text (or fills its blanks, for a run that fills
+// blanks); tensorboard_plugin_tinylm/answers.py's runs(), attention() and generate() build every field this page
+// reads. Plain JavaScript in one file with no imports, no build step, nothing fetched from elsewhere; the routes are
+// asked in one function (askServer) and the tab is drawn into the element render() is given.
 //
 // A panel is a list of views, each one part of the panel, held by reference: { show, point, always, stop }.
 // show(answer) builds the part for an ./attention answer and returns its nodes (none: the part is not shown); it
 // gets the readable answers, and also none yet and an {error} where `always`. point(answer, at) updates the part for
 // the pointed query, at = { i, pinned }. stop() ends what the view has under way when the panel closes. A new part
 // of the panel is one more view in panelViews().
+//
+// A run trained to fill blanks (task=fill_blank, answer.continues_text false) reads a text with blanks: typed as the
+// marker ./runs names, or tokens the person hides by position, per panel (panel.question.blanks, for the text they
+// were hidden in). Its views speak of the blank's left and right sides, where a next-token run's speak of the past and
+// the future; its strip blanks each token alone, and its writing fills the blanks.
 
 // matplotlib's "Blues", as the Images tab's attn/pattern draws the weights (trainer/diagnostics.py pattern_figure).
 const BLUES = ["#f7fbff", "#deebf7", "#c6dbef", "#9ecae1", "#6baed6", "#4292c6", "#2171b5", "#08519c", "#08306b"];
@@ -30,13 +35,19 @@ const TEMPERATURE_TITLE =
 const HINT =
   "Each ticked run reads the text through its checkpoint. Point at a row of a heat map (query i), or at a token " +
   "of a loss strip, to see what that query reads and predicts; click to keep it.";
-// The counterfactual looks: answers.py's name for each, and the panel's.
+// The counterfactual looks: answers.py's name for each, and the panel's; for a run that fills blanks "masked" hides
+// the blank's right side.
 const LOOKS = [
   ["trained", "as trained"],
   ["masked", "future masked"],
   ["uniform", "uniform"],
   ["no_look", "no look"],
 ];
+const BLANK_LOOKS = LOOKS.map(([kind, name]) => [kind, kind === "masked" ? "right side hidden" : name]);
+// Salazar et al. 2020's pseudo-log-likelihood: the strip of a run that fills blanks, said once under it.
+const NOT_A_LIKELIHOOD =
+  "Not a likelihood: each token is scored with every other token of the text visible, so these terms do not add " +
+  "up to the text's log-probability (their sum is a pseudo-log-likelihood, Salazar et al. 2020).";
 
 // TensorBoard calls render() with nothing: the tab fills the iframe's page. A host that passes an element gets the
 // tab drawn into it.
@@ -118,6 +129,8 @@ async function openTab(root, ask) {
     return;
   }
   controls.tokens.title = `1 to ${listing.max_generate}`;
+  controls.blankHint.textContent = blankHint(listing.marker);
+  tab.marker = listing.marker;
   controls.temperature.title += ` (${listing.temperatures[0]} to ${listing.temperatures[1]})`;
   controls.text.value = tab.text = listing.text;
   const count = () => countCharacters(controls, listing.max_chars);
@@ -137,11 +150,41 @@ function controlsView() {
   const tokens = input("tokens", GENERATE_TOKENS, 4, { inputmode: "numeric", "aria-label": "Tokens to write" });
   const seed = input("seed", SEED, 6, { inputmode: "numeric", "aria-label": "Seed" });
   const runs = h("div", { class: "runs", role: "group", "aria-label": "Runs" });
+  const length = h("span", { class: "length" }, " by ", tokens, " tokens");
   const settings = h("div", { class: "settings" }, h("label", {}, "Temperature ", temperature));
-  settings.append(h("span", { class: "continue" }, generate, " by ", tokens, " tokens, seed ", seed));
+  settings.append(h("span", { class: "continue" }, generate, length, ", seed ", seed));
   const label = h("label", { class: "text-label", for: "text" }, "Text ", count);
-  const element = h("section", { class: "controls" }, label, text, settings, message("hint", HINT), runs);
-  return { element, text, count, temperature, generate, tokens, seed, runs };
+  const blankHint = message("hint blank-hint", "");
+  blankHint.hidden = true; // until a panel's run fills blanks
+  const hints = [message("hint", HINT), blankHint];
+  const element = h("section", { class: "controls" }, label, text, settings, ...hints, runs);
+  return { element, text, count, temperature, generate, length, tokens, seed, runs, blankHint };
+}
+
+function blankHint(marker) {
+  return (
+    `Runs that fill blanks (task=fill_blank): type ${marker} in the text for a blank (\\${marker} types the ` +
+    "character itself), or shift-click a token in such a run's panel to hide it behind the blank there."
+  );
+}
+
+// The controls fit the open panels: the blanks' line where a run fills blanks, and the button says what the runs
+// write (a run that fills blanks writes no continuation, so the length is not asked of it alone). A panel's run
+// writes as its last readable answer said (a next-token run refuses a text with a blank); one never read continues.
+function fitControls(tab) {
+  const panels = [...tab.panels.values()];
+  const fill = panels.some((panel) => panel.fills);
+  const go = !panels.length || panels.some((panel) => !panel.fills);
+  const { generate, length, blankHint } = tab.controls;
+  generate.textContent =
+    fill && go ? "Continue the text / fill the blanks" : fill ? "Fill the blanks" : "Continue the text";
+  length.hidden = !go;
+  blankHint.hidden = !fill;
+}
+
+// Whether an answer is a run's that fills blanks (task=fill_blank) rather than one that continues a text.
+function fillsBlanks(answer) {
+  return Boolean(answer && !answer.error && answer.continues_text === false);
 }
 
 function countCharacters(controls, max) {
@@ -178,11 +221,14 @@ function listRuns(tab, runs) {
 }
 
 // A panel: one run read at one step, drawn by its views. It asks ./attention for the text in the controls, at its
-// question's layer and step, and keeps the latest answer and the pointed query.
+// question's layer and step, with the tokens hidden in it by position (for the text `hiddenIn`), and keeps the
+// latest answer and the pointed query.
 function openPanel(tab, run) {
   if (tab.panels.has(run.name)) return;
   const element = h("article", { class: "panel", "data-run": run.name });
-  const panel = { tab, run, element, answer: null, at: { i: null, pinned: false }, question: { layer: 0, step: null } };
+  const question = { layer: 0, step: null, blanks: [] };
+  const panel = { tab, run, element, answer: null, at: { i: null, pinned: false }, question, hiddenIn: "" };
+  panel.fills = false; // whether its run fills blanks, as its last readable answer said
   panel.asker = latest(tab.ask);
   panel.generation = generationView(panel);
   panel.views = panelViews(panel);
@@ -198,9 +244,10 @@ function panelViews(panel) {
     stepView(panel),
     { always: true, show: (answer) => (answer?.error ? [message("error", answer.error)] : []) },
     { show: switches },
+    blanksView(panel),
     attentionView(panel),
     stripsView(panel),
-    predictionView(),
+    predictionView(panel),
     counterfactualView(),
     panel.generation,
     stepsView(),
@@ -216,12 +263,14 @@ function closePanel(tab, name) {
   tab.panels.delete(name);
   tab.boxes.get(name).checked = false;
   rescale(tab);
+  fitControls(tab);
 }
 
 async function request(panel) {
   const { element, tab } = panel;
   element.classList.add("loading");
   const text = tab.text;
+  if (panel.hiddenIn !== text) panel.question.blanks = []; // positions hidden in another text
   const temperature = typed(tab.controls.temperature);
   const answer = await panel.asker("attention", { run: panel.run.name, text, ...panel.question, temperature });
   if (!answer) return; // a newer question is on its way
@@ -229,11 +278,19 @@ async function request(panel) {
   element.dataset.text = text; // what it shows: the page tests wait on it
   panel.answer = answer;
   if (!answer.error) {
+    panel.fills = fillsBlanks(answer);
     element.dataset.step = answer.step;
     const { i, pinned } = panel.at;
-    if (i === null || i >= answer.tokens.length || !pinned) panel.at = { i: answer.tokens.length - 1, pinned: false };
-  } // the last token, as attend.py, unless a query is kept
+    if (i === null || i >= answer.tokens.length || !pinned) panel.at = { i: firstQuery(answer), pinned: false };
+  }
+  fitControls(tab);
   if (!rescale(tab)) show(panel); // a new colour scale redraws every panel, this one included
+}
+
+// The query a panel points at unless one is kept: as attend.py, the last token, or the last blank of a run that
+// fills blanks.
+function firstQuery(answer) {
+  return fillsBlanks(answer) && answer.blanks.length ? answer.blanks.at(-1) : answer.tokens.length - 1;
 }
 
 // Every view's part for the panel's answer, in the views' order, then the pointed query.
@@ -253,6 +310,28 @@ function point(panel, i) {
 function pin(panel, i) {
   panel.at = { i, pinned: !(panel.at.pinned && panel.at.i === i) };
   follow(panel);
+}
+
+// A click on token i (the heat map's row, a strip's token) keeps it as the query; with shift, in a run that fills
+// blanks, it hides the token behind the blank, or shows it again.
+function clicked(panel, i, event) {
+  if (event.shiftKey && hideable(panel, i)) toggleHidden(panel, i);
+  else pin(panel, i);
+}
+
+// Whether token i of the panel's text can be hidden or shown again: not a blank typed in the text.
+function hideable(panel, i) {
+  const { answer, question } = panel;
+  return fillsBlanks(answer) && (!answer.blanks.includes(i) || question.blanks.includes(i));
+}
+
+// Hides token i behind the blank, or shows it again, and asks again with query i kept.
+function toggleHidden(panel, i) {
+  const { blanks } = panel.question;
+  panel.question.blanks = blanks.includes(i) ? blanks.filter((k) => k !== i) : [...blanks, i].sort((a, b) => a - b);
+  panel.hiddenIn = panel.element.dataset.text; // the text whose tokens these positions count
+  panel.at = { i, pinned: true };
+  request(panel);
 }
 
 function follow(panel) {
@@ -348,9 +427,12 @@ function byStep(files) {
 // The line of the run's switches, and the notes: the run's ("best.pt: damaged (...); reading last.pt") and the
 // text's (cut to block_size).
 function switches(answer) {
+  const reads = fillsBlanks(answer)
+    ? ["fills blanks", answer.causal ? "masked (causal): reads the left of a blank" : "unmasked: reads both sides"]
+    : [answer.causal ? "masked (causal)" : "unmasked: reads the future"];
   const parts = [
     `${answer.file}, step ${answer.step}`,
-    answer.causal ? "masked (causal)" : "unmasked: reads the future",
+    ...reads,
     answer.scale ? `scaled by 1/√${answer.d_k}` : `unscaled, d_k ${answer.d_k}`,
   ];
   if (answer.softcap) parts.push(`capped at ${answer.softcap}`);
@@ -359,6 +441,32 @@ function switches(answer) {
   const lines = [message("meta", parts.join(" · "))];
   for (const note of [answer.run_note, answer.note]) if (note) lines.push(message("note", note));
   return lines;
+}
+
+// The blanks of a run that fills them: how to make one, and the tokens hidden by position in this panel, each a
+// button that shows it again.
+function blanksView(panel) {
+  const show = (answer) => {
+    if (!fillsBlanks(answer)) return [];
+    const marker = panel.tab.marker;
+    const how =
+      `□ is the blank: type ${marker} in the text for one. To hide a token in this panel only, shift-click it (in ` +
+      "the strip, or its row of the heat map), or press Hide above its top five; a click keeps a query, as anywhere.";
+    const lines = [message("blanks-how", how)];
+    const hidden = panel.question.blanks.filter((i) => i < answer.tokens.length);
+    if (hidden.length) {
+      const shown = hidden.map((i) => {
+        const token = answer.strips[0].predictions[i].next;
+        const button = h("button", { type: "button", class: "unhide", "data-query": i }, `${i} ${quote(token)} ×`);
+        button.title = `Show ${quote(token)} again`;
+        button.addEventListener("click", () => toggleHidden(panel, i));
+        return button;
+      });
+      lines.push(h("p", { class: "hidden-tokens" }, "Hidden by position in this text: ", ...shown));
+    }
+    return lines;
+  };
+  return { show };
 }
 
 // A part of the panel a person can fold away (to compare many runs' strips and predictions): one <details> through
@@ -392,26 +500,41 @@ function attentionView(panel) {
       piece.style.background = blues(row[j]);
       piece.style.color = row[j] > 0.5 ? "#fff" : "#111";
       piece.classList.toggle("query", j === i);
-      piece.classList.toggle("future", j > i && !answer.causal);
+      piece.classList.toggle("future", j > i && leaks(answer));
       piece.title = `a[${i},${j}] = ${row[j].toFixed(3)}`;
     });
     cellLine.textContent = cellWords(answer, map.cell, at);
     verdict.textContent = answer.verdicts[i];
     verdict.hidden = !answer.verdicts[i];
     const top = row.indexOf(Math.max(...row));
-    const { entropy, max_weight: largest, future_mass: future } = answer.stats;
+    const { entropy, max_weight: largest } = answer.stats;
     stats.textContent =
       `row i=${i}: entropy ${entropy[i].toFixed(3)} nats · largest weight ${largest[i].toFixed(3)} ` +
-      `(j=${top} ${quote(answer.tokens[top])}) · future mass ${future[i].toFixed(3)}`;
+      `(j=${top} ${quote(answer.tokens[top])}) · ` +
+      (fillsBlanks(answer) ? `weight ${sides(answer, i)}` : `future mass ${answer.stats.future_mass[i].toFixed(3)}`);
   };
   return { show, point };
+}
+
+// Where query i's weight sits, for a run that fills blanks: both sides of the blank are its to read.
+function sides(answer, i) {
+  const { past_mass: left, future_mass: right } = answer.stats;
+  const itself = 1 - left[i] - right[i];
+  return `${left[i].toFixed(3)} on the left, ${itself.toFixed(3)} on itself, ${right[i].toFixed(3)} on the right`;
+}
+
+// Whether the keys after a query are the leak a next-token run reads without the mask; for a run that fills blanks
+// they are the blank's right side, which it may read.
+function leaks(answer) {
+  return !answer.causal && !fillsBlanks(answer);
 }
 
 function cellWords(answer, cell, at) {
   if (!cell) return at.pinned ? `query ${at.i} kept: click it again to follow the pointer` : "";
   const { i, j } = cell;
   const { weights, tokens } = answer;
-  const future = j > i ? " (j > i: the future)" : "";
+  const right = fillsBlanks(answer) ? " (j > i: its right side)" : " (j > i: the future)";
+  const future = j > i ? right : "";
   const reading = `query ${quote(tokens[i])} reading key ${quote(tokens[j])}`;
   return `a[${i},${j}] = ${weights[i][j].toFixed(3)}: ${reading}${future}`;
 }
@@ -443,7 +566,7 @@ function heatmap(panel, tokens) {
   });
   canvas.addEventListener("click", (event) => {
     const { i } = at(event);
-    if (i !== null) pin(panel, i);
+    if (i !== null) clicked(panel, i, event);
   });
   canvas.addEventListener("mouseleave", () => {
     map.cell = null;
@@ -473,7 +596,7 @@ function drawHeatmap(context, layout, answer, query, pointed) {
       context.fillRect(left + j * cell, top + i * cell, cell, cell);
     }
   }
-  drawFuture(context, layout);
+  if (!fillsBlanks(answer)) drawFuture(context, layout); // where the targets lie ahead, as attn/pattern hatches it
   context.save();
   context.strokeStyle = DIAGONAL;
   context.setLineDash([4, 3]);
@@ -538,36 +661,47 @@ function drawLabels(context, { size, cell, font, upright, left, top }, tokens, q
   }
 }
 
-// The loss strips: the text once per setting, each token coloured by the loss of predicting the token after it
-// (nats, one scale for every panel), beside it this text's mean of those terms, the terms whose mean over the
-// validation windows is its curve (val/loss, val/loss_causal); the scale's key; the pointed token's line.
+// The loss strips: the text once per setting, each token coloured by the loss of predicting its target (the token
+// after it; for a run that fills blanks, the token itself hidden alone) (nats, one scale for every panel), beside it
+// this text's mean of those terms, the terms whose mean over the validation windows is its curve (val/loss,
+// val/loss_causal, val/loss_one_blank); the scale's key; the pointed token's line.
 function stripsView(panel) {
   const pointLine = message("strip-point", "");
   let strips = [];
   const show = (answer) => {
-    const caption =
-      "Each token coloured by the loss of predicting the token after it (the text's last token has none):";
-    strips = answer.strips.map((strip) => lossStrip(panel, answer.tokens, strip));
+    const caption = fillsBlanks(answer)
+      ? "Each token coloured by the loss of predicting it when it alone is hidden behind the blank (a blank typed " +
+        "in the text hides a token the text does not say):"
+      : "Each token coloured by the loss of predicting the token after it (the text's last token has none):";
+    strips = answer.strips.map((strip) => lossStrip(panel, answer, strip));
     const part = h("div", { class: "strips" }, message("strips-caption", caption), ...strips.map((s) => s.row));
+    if (fillsBlanks(answer)) part.append(message("not-likelihood", NOT_A_LIKELIHOOD));
     part.append(lossKey(panel.tab.scale, answer.uniform_loss, answer.vocab_size), pointLine);
     if (answer.problem) part.append(message("error problem", answer.problem));
     return [part];
   };
   const point = (answer, { i }) => {
     for (const { pieces } of strips) pieces.forEach((piece, k) => piece.classList.toggle("query", k === i));
-    const next = answer.strips[0].predictions[i].next; // a text cut to block_size still has one at its last position
     const parts = answer.strips.map((strip) => {
       const loss = strip.losses[i];
       const guess = strip.predictions[i].top[0][0];
       return `${strip.name} ${loss === null ? "" : `${loss.toFixed(3)} nats, `}predicts ${quote(guess)}`;
     });
-    const after = next === null ? "the text ends here: " : `${quote(next)}: `;
-    pointLine.textContent = `i=${i} ${quote(answer.tokens[i])} → ${after}${parts.join(" · ")}`;
+    pointLine.textContent = `i=${i} ${quote(answer.tokens[i])}${targetWords(answer, i)}: ${parts.join(" · ")}`;
   };
   return { show, point };
 }
 
-function lossStrip(panel, tokens, strip) {
+// What query i is asked to predict, as the pointed token's line says it: " → 'r'" (the next token), " hides 'f'"
+// (a token hidden by position), nothing for a token of a run that fills blanks (itself).
+function targetWords(answer, i) {
+  const next = answer.strips[0].predictions[i].next; // a text cut to block_size still has one at its last position
+  if (!fillsBlanks(answer)) return next === null ? " → the text ends here" : ` → ${quote(next)}`;
+  if (!answer.blanks.includes(i)) return "";
+  return next === null ? " (typed: its token unknown)" : ` hides ${quote(next)}`;
+}
+
+function lossStrip(panel, answer, strip) {
   const { top } = panel.tab.scale;
   const counted = strip.losses.filter((loss) => loss !== null).length;
   const mean = strip.mean === null ? "—" : strip.mean.toFixed(3);
@@ -577,19 +711,21 @@ function lossStrip(panel, tokens, strip) {
   const head = h("div", { class: "strip-head" }, span("strip-name", strip.name), ": mean over this text ");
   head.append(span("mean", mean), " ", terms);
   const line = h("div", { class: "strip-tokens" });
-  const pieces = tokens.map((token, i) => {
+  const pieces = answer.tokens.map((token, i) => {
     const piece = h("span", { class: "token", "data-query": i }, token);
     const loss = strip.losses[i];
     if (loss === null) {
       piece.classList.add("none");
-      piece.title = `${quote(token)}: the text ends here, no next token to score`;
+      const why = fillsBlanks(answer) ? "typed in the text, which does not say its token" : "the text ends here";
+      piece.title = `${quote(token)}: ${why}, no ${fillsBlanks(answer) ? "hidden" : "next"} token to score`;
     } else {
       piece.style.background = ramp(YLORRD, loss / top);
       piece.style.color = loss / top > 0.55 ? "#fff" : "#111";
-      piece.title = `${quote(token)} → ${quote(strip.predictions[i].next)}: loss ${loss.toFixed(3)} nats`;
+      piece.title = `${quote(token)}${targetWords(answer, i)}: loss ${loss.toFixed(3)} nats`;
     }
+    piece.classList.toggle("blank", fillsBlanks(answer) && answer.blanks.includes(i));
     piece.addEventListener("mousemove", () => point(panel, i));
-    piece.addEventListener("click", () => pin(panel, i));
+    piece.addEventListener("click", (event) => clicked(panel, i, event));
     line.append(piece, ...(token.endsWith("↵") ? [h("br")] : []));
     return piece;
   });
@@ -617,9 +753,12 @@ function lossKey({ top, tick }, uniform, vocab) {
 }
 
 // The pointed query's prediction: the top five next tokens and the actual next one, as trained and (a run trained
-// without the mask) with the mask put back, side by side, at the temperature the answer was computed at.
-function predictionView() {
+// without the mask) with the mask put back, side by side, at the temperature the answer was computed at. For a run
+// that fills blanks: the top five for the query's token hidden alone, and a button that hides it, or shows it again.
+function predictionView(panel) {
   const caption = message("prediction-caption", "");
+  const hide = h("button", { type: "button", class: "hide" });
+  hide.addEventListener("click", () => toggleHidden(panel, Number(hide.dataset.query)));
   let columns = [];
   const show = (answer) => {
     columns = answer.strips.map((strip) => {
@@ -630,24 +769,47 @@ function predictionView() {
       return { element, table, actual };
     });
     const side = h("div", { class: "columns" }, ...columns.map((column) => column.element));
-    return [h("div", { class: "prediction" }, caption, side)];
+    return [h("div", { class: "prediction" }, h("div", { class: "prediction-head" }, caption, hide), side)];
   };
   const point = (answer, { i }) => {
-    const { temperature } = answer;
-    caption.textContent =
-      `After i=${i} ${quote(answer.tokens[i])}, the next token: the top five at temperature ${temperature}` +
-      (answer.strips.length > 1 ? ", as trained and with the mask put back" : "");
+    caption.textContent = predictionCaption(answer, i);
+    hide.hidden = !hideable(panel, i);
+    hide.dataset.query = i;
+    hide.textContent = answer.blanks.includes(i)
+      ? `Show ${quote(answer.strips[0].predictions[i].next)} again`
+      : `Hide ${quote(answer.tokens[i])} behind the blank`;
     answer.strips.forEach((strip, k) => {
-      const { top, next, p_next: chance, loss } = strip.predictions[i];
+      const { top, next } = strip.predictions[i];
       columns[k].table.replaceChildren(...top.map(([label, p]) => choice(label, p, label === next)));
-      columns[k].actual.textContent =
-        next === null
-          ? "the text ends here: no next token to score"
-          : `next ${quote(next)}: p ${probability(chance)} · loss ${loss.toFixed(3)} nats` +
-            (temperature === 1 ? "" : " (at temperature 1)");
+      columns[k].actual.textContent = actualToken(answer, strip.predictions[i]);
     });
   };
   return { show, point };
+}
+
+function predictionCaption(answer, i) {
+  const at = `i=${i} ${quote(answer.tokens[i])}`;
+  const five = `the top five at temperature ${answer.temperature}`;
+  if (!fillsBlanks(answer)) {
+    const both = answer.strips.length > 1 ? ", as trained and with the mask put back" : "";
+    return `After ${at}, the next token: ${five}${both}`;
+  }
+  if (!answer.blanks.includes(i)) return `With ${at} alone hidden behind the blank, the token there: ${five}`;
+  const hiding = answer.strips[0].predictions[i].next;
+  const which = hiding === null ? `typed at i=${i}` : `at i=${i}, hiding ${quote(hiding)}`;
+  return `The blank ${which}: its ${five.slice(4)}`;
+}
+
+// The query's target and its probability and loss; or why it has none.
+function actualToken(answer, { next, p_next: chance, loss }) {
+  if (next === null) {
+    return fillsBlanks(answer)
+      ? "typed in the text, which does not say its token: nothing to score"
+      : "the text ends here: no next token to score";
+  }
+  const target = fillsBlanks(answer) ? "hidden" : "next";
+  const at = answer.temperature === 1 ? "" : " (at temperature 1)";
+  return `${target} ${quote(next)}: p ${probability(chance)} · loss ${loss.toFixed(3)} nats${at}`;
 }
 
 function choice(label, p, actual) {
@@ -663,39 +825,51 @@ function choice(label, p, actual) {
 }
 
 // What the look gives the pointed query: the next token's probability with its row of weights as trained, its
-// future masked, uniform and none at all, the model run again; and the server's sentence about them.
+// future masked, uniform and none at all, the model run again; and the server's sentence about them. For a run that
+// fills blanks, the blank's token (the hidden one, or a typed blank's likeliest) with its right side hidden.
 function counterfactualView() {
   const [caption, numbers, words] = ["cf-caption", "cf-numbers", "cf-words"].map((name) => message(name, ""));
   const show = () => [h("div", { class: "counterfactual" }, caption, numbers, words)];
   const point = (answer, { i }) => {
     const look = answer.counterfactuals[i];
     numbers.replaceChildren();
-    if (!look) {
-      caption.textContent = `What the look gives query ${i}: the text ends here, so there is no next token to compare.`;
-      words.textContent = "";
-      return;
-    }
-    caption.textContent =
-      `What the look gives: p(${quote(answer.strips[0].predictions[i].next)} next) with query ${i}'s weights, ` +
-      "the model run again" +
-      (answer.n_layer > 1 ? ` (layer ${answer.layer})` : "");
-    LOOKS.forEach(([kind, name], k) => {
+    caption.textContent = lookCaption(answer, i);
+    words.textContent = look ? look.words : "";
+    if (!look) return;
+    (fillsBlanks(answer) ? BLANK_LOOKS : LOOKS).forEach(([kind, name], k) => {
       if (k) numbers.append(" · ");
       const part = h("span", { class: "cf", "data-kind": kind }, span("cf-name", `${name} `));
       numbers.append(part);
       part.append(span("cf-p", probability(look[kind])));
     });
-    words.textContent = look.words;
   };
   return { show, point };
 }
 
+function lookCaption(answer, i) {
+  const look = answer.counterfactuals[i];
+  const layer = answer.n_layer > 1 ? ` (layer ${answer.layer})` : "";
+  if (!fillsBlanks(answer)) {
+    if (!look) return `What the look gives query ${i}: the text ends here, so there is no next token to compare.`;
+    const next = answer.strips[0].predictions[i].next;
+    return `What the look gives: p(${quote(next)} next) with query ${i}'s weights, the model run again${layer}`;
+  }
+  if (!look) return `What the look gives is shown for a blank: point at one (□), or hide token ${i}.`;
+  const guessed = answer.strips[0].predictions[i].next === null ? ", its likeliest filling" : "";
+  return (
+    `What the look gives the blank at i=${i}: p(${quote(look.target)}${guessed}) with its weights ` +
+    `(${sides(answer, i)}), the model run again${layer}`
+  );
+}
+
 // Continue the text: each open panel's run writes N tokens after it, at its step, with the controls' temperature and
-// seed (the same sampling as sample.py); the answer stays in the panel, marked when the text or step has moved on.
+// seed (the same sampling as sample.py), or fills the blanks of the text, those hidden in its panel included (a run
+// that fills blanks); the answer stays in the panel, marked when the text, step or blanks have moved on.
 function continueAll(tab) {
   const { tokens, temperature, seed } = tab.controls;
   for (const panel of tab.panels.values()) {
-    const asked = { run: panel.run.name, text: tab.text, step: panel.question.step, tokens: typed(tokens) };
+    const { step, blanks } = panel.question;
+    const asked = { run: panel.run.name, text: tab.text, step, blanks, tokens: typed(tokens) };
     panel.generation.write({ ...asked, temperature: typed(temperature), seed: typed(seed) });
   }
 }
@@ -727,8 +901,10 @@ function generationView(panel) {
 }
 
 function continuation(panel, asked, answer) {
-  if (!answer) return [message("gen-caption", `writing ${asked.tokens} tokens…`)];
+  const writing = fillsBlanks(panel.answer) ? "filling the blanks…" : `writing ${asked.tokens} tokens…`;
+  if (!answer) return [message("gen-caption", writing)];
   if (answer.error) return [message("error", answer.error)];
+  if (answer.filled) return filling(panel, asked, answer);
   const caption =
     `Continued by ${answer.tokens.length} tokens at step ${answer.step} (${answer.file}), temperature ` +
     `${answer.temperature}, seed ${answer.seed}:`;
@@ -740,6 +916,32 @@ function continuation(panel, asked, answer) {
   if (asked.text !== panel.tab.text || shown !== answer.step) {
     parts.push(message("note", "written for an earlier text or step: Continue the text again"));
   }
+  return parts;
+}
+
+// A run's blanks filled: the text's tokens with each blank's filling marked, where the panel still shows the text,
+// step and blanks they were filled for; else the filled text as it decodes, marked as written for an earlier one.
+function filling(panel, asked, answer) {
+  const n = answer.tokens.length;
+  const caption =
+    `Filled ${n} blank${n === 1 ? "" : "s"} at step ${answer.step} (${answer.file}), temperature ` +
+    `${answer.temperature}, seed ${answer.seed}:`;
+  const shown = panel.answer;
+  const current =
+    fillsBlanks(shown) &&
+    asked.text === panel.element.dataset.text &&
+    asked.blanks.join() === panel.question.blanks.join() &&
+    shown.step === answer.step &&
+    shown.blanks.length === n;
+  const box = h("p", { class: "continuation filled" });
+  if (current) {
+    const fillings = [...answer.tokens];
+    box.append(
+      ...shown.tokens.map((token, i) => (shown.blanks.includes(i) ? span("written", fillings.shift()) : token)),
+    );
+  } else box.append(answer.text);
+  const parts = [message("gen-caption", caption), box];
+  if (!current) parts.push(message("note", "filled for an earlier text, step or blanks: Fill the blanks again"));
   return parts;
 }
 
@@ -791,7 +993,7 @@ function keyRow(answer, i, j, largest) {
   const weight = answer.weights[i][j];
   const bar = span("bar", "");
   Object.assign(bar.style, { width: `${(weight * 60).toFixed(1)}px`, background: blues(0.35 + weight * 0.65) });
-  const mark = h("td", { class: "mark" }, bar, ...(j > i ? [span("future", "future")] : []));
+  const mark = h("td", { class: "mark" }, bar, ...(j > i && leaks(answer) ? [span("future", "future")] : []));
   const cells = [
     h("td", { class: "j" }, j),
     h("td", { class: "token" }, answer.tokens[j]),
