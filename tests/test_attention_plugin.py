@@ -284,7 +284,7 @@ def test_bad_requests_get_one_line_and_the_server_serves_on(plugin_url, sweep_di
             "text: '☃' never occurred in this model's training text",
         ),
         "too long": ({"run": run, "text": "a" * 100_001}, "text: 100,001 characters; at most 100,000"),
-        "layer": ({"run": run, "text": TEXT, "layer": 1}, "layer=1: this model has 1 layer (0 to 0)"),
+        "layer": ({"run": run, "text": TEXT, "layer": 1}, "layer=1: this model has 1 layer (layer=0 to 0)"),
         "not JSON": (b"{text", "the request is not JSON"),
         "not an object": (b"[1, 2]", "the request must be a JSON object"),
         "step not kept": (
