@@ -51,9 +51,8 @@ def one_blank_loss(evaluation: Evaluation) -> float:
     batches = []
     for x, y in evaluation.batches:
         window = torch.where(y != IGNORE, y, x)  # the text as it was, every blank filled back in
-        where = torch.randint(window.size(1), (window.size(0), 1), generator=generator).to(window.device)
-        chosen = torch.zeros_like(window, dtype=torch.bool).scatter(1, where, True)
-        batches.append(Batch(window.masked_fill(chosen, task.blank), window.masked_fill(~chosen, IGNORE)))
+        where = torch.randint(window.size(1), (window.size(0),), generator=generator).to(window.device)
+        batches.append(task.blanked_alone(window, where))
     return batches_loss(evaluation.model, batches)
 
 
@@ -112,6 +111,11 @@ class FillBlank(Task):
         chosen = torch.zeros(windows.shape, dtype=torch.bool).scatter(1, order[:, :count], True).to(windows.device)
         inputs = windows.masked_fill(chosen, self.blank) if self.settings.hide else windows
         return Batch(inputs, windows.masked_fill(~chosen, IGNORE))
+
+    def blanked_alone(self, windows: Tensor, where: Tensor) -> Batch:
+        """Each window with the token at `where` (one position a window) blanked and scored alone."""
+        chosen = torch.zeros_like(windows, dtype=torch.bool).scatter(1, where[:, None], True)
+        return Batch(windows.masked_fill(chosen, self.blank), windows.masked_fill(~chosen, IGNORE))
 
     def sees_targets(self, config: "ModelConfig") -> bool:
         return not self.settings.hide
