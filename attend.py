@@ -25,11 +25,11 @@ from trainer.checkpoint import CheckpointError
 from trainer.cli import one_line_errors, run_with_one_line_errors
 from trainer.config import ConfigError, to_typed
 from trainer.diagnostics import PATTERN_TOKENS, pattern_figure
-from viewer.checkpoints import Trained, load, named_checkpoint
+from viewer.checkpoints import Trained, named_checkpoint
 from viewer.generation import temperature_problem
 from viewer.predictions import COUNTERFACTUALS, Predictions, Strip, predict
 from viewer.readings import VALIDATION_LINE, Reading, cut_note, read, row_statistics, verdict
-from viewer.runs import RunEntry, checkpoint_at, list_runs, steps_of
+from viewer.runs import RunEntry, list_runs, load_at, steps_of
 
 FULL_VECTOR = 8  # y_i is printed whole up to this d_v, else by its size
 DOMINANT = 3  # the values step 4 names at most
@@ -102,8 +102,7 @@ def check_layer(layer: int, trained: Trained) -> None:
 
 def read_run(run: RunEntry, config: AttendConfig) -> Read:
     """The run at the chosen step, read for the query; a setting it cannot take is a one-line error."""
-    path = run.checkpoint if config.step is None else checkpoint_at(run, config.step)
-    trained = load(path)
+    path, trained = load_at(run, config.step)
     check_layer(config.layer, trained)
     reading = read(trained, config.text)
     if all(target is None for target in reading.targets):
