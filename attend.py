@@ -12,6 +12,9 @@ of the weights with the loss strips beside the run (attention.png) or at `out=`.
 the same numbers, from the same code (viewer/).
 """
 
+import trainer.startup  # noqa: F401 (first of all: a Ctrl-C while torch loads ends in one line, trainer/startup.py)
+
+# isort: split
 import math
 from dataclasses import dataclass
 from pathlib import Path
