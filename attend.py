@@ -24,11 +24,12 @@ import hydra
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
+from model.config import Mixer
 from trainer.checkpoint import CheckpointError
 from trainer.cli import one_line_errors, run_with_one_line_errors
 from trainer.config import ConfigError, to_typed
 from trainer.diagnostics import PATTERN_TOKENS, pattern_figure
-from viewer.checkpoints import Trained, named_checkpoint
+from viewer.checkpoints import Trained, load, named_checkpoint
 from viewer.generation import temperature_problem
 from viewer.predictions import COUNTERFACTUALS, Predictions, Strip, predict
 from viewer.readings import VALIDATION_LINE, Reading, cut_note, read, row_statistics, verdict
@@ -101,6 +102,15 @@ def check_layer(layer: int, trained: Trained) -> None:
         raise ConfigError(
             f"layer={layer}: this model has {n_layer} layer{'s' * (n_layer > 1)} (layer=0 to {n_layer - 1})"
         )
+
+
+def recurrent(run: RunEntry) -> str:
+    """'' for a run whose attention can be traced; for a recurrent one (model.mixer=gru, lstm), which a sweep may hold
+    beside attention runs, why it is skipped."""
+    mixer = load(run.checkpoint).model.config.mixer
+    if mixer is Mixer.attention:
+        return ""
+    return f"{run.name}: a recurrent run (model.mixer={mixer.value}) has no attention weights to trace"
 
 
 def read_run(run: RunEntry, config: AttendConfig) -> Read:
@@ -304,11 +314,16 @@ def main(cfg: DictConfig) -> None:
         check_settings(config)
         runs = runs_of(config.ckpt)
         # Every run is read before anything is printed: a setting one of them cannot take stops all, in one line.
-        readings = {run.name: read_run(run, config) for run in runs if run.checkpoint}
+        skipped = {run.name: reason for run in runs if run.checkpoint and (reason := recurrent(run))}
+        readings = {run.name: read_run(run, config) for run in runs if run.checkpoint and run.name not in skipped}
+        if skipped and not readings:
+            raise ConfigError(f"ckpt={config.ckpt}: no run to trace; {'; '.join(skipped.values())}")
         scale = loss_scale(list(readings.values()))
         for run in runs:
             if run.name in readings:
-                report(readings[run.name], config, scale, len(readings) > 1)
+                report(readings[run.name], config, scale, len(readings) + len(skipped) > 1)
+            elif run.name in skipped:
+                print(f"== skipped {skipped[run.name]}\n")
             else:
                 header = f"== {run.name}" + (f"  ({run.label})" if run.label else "")
                 print(f"{header}\n{run.problem or 'no checkpoint (best.pt or last.pt) yet'}\n")
