@@ -26,7 +26,7 @@ from trainer.checkpoint import LAST, CheckpointError, remove_unfinished
 from trainer.config import ConfigError
 from trainer.memory import SIZE_SETTINGS, human
 from trainer.overrides import override_key
-from trainer.run_dir import RunDirInUse, RunLock
+from trainer.run_dir import RunDirInUse, RunLock, forget_start, unwritten_record
 from trainer.stopping import Interrupted, NonFiniteLoss, StopNow, resume_command, saved_step, signals_stop_at_once
 
 # Their messages name the setting, file or directory.
@@ -117,6 +117,7 @@ def run_with_one_line_errors(main: Callable[[], object]) -> None:
     too. HYDRA_FULL_ERROR=1, set by the user, shows Hydra's full report with its traceback instead.
     From here on SIGINT and SIGTERM end the process in one line too (StopNow), until the training loop takes them,
     and stdout that cannot be written stops nothing (outputs_that_never_stop)."""
+    forget_start()  # train.py's start is seen afresh by its Hydra callback (trainer/run_dir.py's StartRecord)
     with signals_stop_at_once(), outputs_that_never_stop():
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
             main()
@@ -137,8 +138,8 @@ def one_line_hydra_errors() -> Iterator[None]:
         sys.exit(f"error: {one_line(error)}")
     except yaml.YAMLError as error:  # a config file of the user's (a preset on hydra.searchpath) that is not YAML
         sys.exit(f"error: {yaml_error(error)}")
-    except OSError as error:  # Hydra cannot make or write the run directory
-        sys.exit(f"error: {os_error(error)}")
+    except OSError as error:  # Hydra cannot make or write the run directory: its record's files name no file
+        sys.exit(f"error: {unwritten_record(error) or os_error(error)}")
     finally:
         del os.environ["HYDRA_FULL_ERROR"]
 
