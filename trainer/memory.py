@@ -57,8 +57,11 @@ def parameter_count(model: ModelConfig) -> int:
     """TinyLM's parameters for these settings, counted on the meta device (no memory): one layer built whole,
     the others as many times one block, so a huge n_layer costs no time either."""
     with torch.device("meta"), Uninitialised():
-        one_layer = sum(p.numel() for p in TinyLM(replace(model, n_layer=1)).parameters())
-        block = sum(p.numel() for p in Block(model).parameters())
+        try:
+            one_layer = sum(p.numel() for p in TinyLM(replace(model, n_layer=1)).parameters())
+            block = sum(p.numel() for p in Block(model).parameters())
+        except (RuntimeError, TypeError) as error:  # a tensor past 2**63 bytes: torch cannot even describe it
+            raise OverflowError(str(error)) from None
     return one_layer + (model.n_layer - 1) * block
 
 
@@ -174,7 +177,13 @@ def memory_problem(config: TrainConfig, vocab_size: int) -> Optional[str]:
 def check_memory(config: TrainConfig) -> None:
     """Refuses, naming the settings, sizes that cannot fit this machine: before any work, after the range checks."""
     # The vocabulary comes from the text later; a BPE one has its 256 bytes at least, a char one a character.
-    if too_big := memory_problem(config, vocab_size=256 if config.tokenizer.kind is TokenizerKind.bpe else 1):
+    try:
+        too_big = memory_problem(config, vocab_size=256 if config.tokenizer.kind is TokenizerKind.bpe else 1)
+    except OverflowError:
+        named = ", ".join(f"{key}={value_of(config, key)}" for key in changed(config, SIZE_SETTINGS))
+        lower = "it" if "," not in named else "them"
+        too_big = f"{named}: a tensor of this run would hold over 2**63 bytes, more than torch allocates; lower {lower}"
+    if too_big:
         raise ConfigError(too_big)
 
 
