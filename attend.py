@@ -12,6 +12,9 @@ of the weights with the loss strips beside the run (attention.png) or at `out=`.
 the same numbers, from the same code (viewer/).
 """
 
+import trainer.startup  # noqa: F401 (first of all: a Ctrl-C while torch loads ends in one line, trainer/startup.py)
+
+# isort: split
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +24,7 @@ import hydra
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
+from model.config import Mixer
 from trainer.checkpoint import CheckpointError
 from trainer.cli import one_line_errors, run_with_one_line_errors
 from trainer.config import ConfigError, to_typed
@@ -29,7 +33,7 @@ from viewer.checkpoints import Checkpoint, load, named_checkpoint
 from viewer.generation import temperature_problem
 from viewer.predictions import COUNTERFACTUALS, Predictions, Strip, predict, probability
 from viewer.readings import VALIDATION_LINE, Reading, cut_note, layer_problem, read, row_statistics, verdict
-from viewer.runs import RunEntry, checkpoint_at, list_runs, steps_of
+from viewer.runs import RunEntry, list_runs, load_at, steps_of
 
 FULL_VECTOR = 8  # y_i is printed whole up to this d_v, else by its size
 DOMINANT = 3  # the values step 4 names at most
@@ -93,10 +97,18 @@ def query_index(query: Optional[int], reading: Reading, predictions: Predictions
     return query % tokens
 
 
+def recurrent(run: RunEntry) -> str:
+    """'' for a run whose attention can be traced; for a recurrent one (model.mixer=gru, lstm), which a sweep may hold
+    beside attention runs, why it is skipped."""
+    mixer = load(run.checkpoint).model.config.mixer
+    if mixer is Mixer.attention:
+        return ""
+    return f"{run.name}: a recurrent run (model.mixer={mixer.value}) has no attention weights to trace"
+
+
 def read_run(run: RunEntry, config: AttendConfig) -> Report:
     """The run at the chosen step, read for the query; a setting it cannot take is a one-line error."""
-    path = run.checkpoint if config.step is None else checkpoint_at(run, config.step)
-    checkpoint = load(path)
+    path, checkpoint = load_at(run, config.step)
     if problem := layer_problem(config.layer, checkpoint.model.config.n_layer):
         raise ConfigError(problem)
     reading = read(checkpoint, config.text)
@@ -299,11 +311,16 @@ def main(cfg: DictConfig) -> None:
         check_settings(config)
         runs = runs_of(config.ckpt)
         # Every run is read before anything is printed: a setting one of them cannot take stops all, in one line.
-        readings = {run.name: read_run(run, config) for run in runs if run.checkpoint}
+        skipped = {run.name: reason for run in runs if run.checkpoint and (reason := recurrent(run))}
+        readings = {run.name: read_run(run, config) for run in runs if run.checkpoint and run.name not in skipped}
+        if skipped and not readings:
+            raise ConfigError(f"ckpt={config.ckpt}: no run to trace; {'; '.join(skipped.values())}")
         scale = loss_scale(list(readings.values()))
         for run in runs:
             if run.name in readings:
-                report(readings[run.name], config, scale, len(readings) > 1)
+                report(readings[run.name], config, scale, len(readings) + len(skipped) > 1)
+            elif run.name in skipped:
+                print(f"== skipped {skipped[run.name]}\n")
             else:
                 header = f"== {run.name}" + (f"  ({run.label})" if run.label else "")
                 print(f"{header}\n{run.problem or 'no checkpoint (best.pt or last.pt) yet'}\n")

@@ -13,7 +13,7 @@ from task.fill_blank import MARKER
 from trainer.checkpoint import CheckpointError
 from trainer.config import ConfigError
 from trainer.diagnostics import token_labels
-from viewer.checkpoints import Checkpoint, load
+from viewer.checkpoints import Checkpoint
 from viewer.generation import TEMPERATURES, blanks_problem, seed_problem, temperature_problem, write
 from viewer.predictions import COUNTERFACTUALS, Counterfactual, Predictions, Strip, predict
 from viewer.readings import (
@@ -26,7 +26,7 @@ from viewer.readings import (
     row_statistics,
     verdict,
 )
-from viewer.runs import RunEntry, checkpoint_at, list_runs, run_entry
+from viewer.runs import RunEntry, list_runs, load_at, run_entry
 
 DIGITS = 7  # decimals sent: far below what a person reads, and the numbers equal the reference path's to 1e-6
 MAX_GENERATE = 500  # tokens /generate writes at most: a paragraph, in seconds on a default model
@@ -181,7 +181,10 @@ def fields(request: object, names: str) -> dict:
 def run_at(logdir: Path, request: dict) -> tuple[RunEntry, Checkpoint, Path]:
     """The run the request names, at its step (null: the default checkpoint), loaded."""
     run, step = request.get("run"), request.get("step")
-    run_dir = (logdir / run).resolve() if isinstance(run, str) and run else None
+    try:
+        run_dir = (logdir / run).resolve() if isinstance(run, str) and run else None
+    except ValueError:  # a NUL, a lone surrogate: no file has such a name
+        run_dir = None
     if run_dir is None or not run_dir.is_relative_to(logdir.resolve()) or not run_dir.is_dir():
         raise BadRequest(f"run {run!r}: no such run under the logdir {logdir}")
     if step is not None and (not isinstance(step, int) or isinstance(step, bool)):
@@ -190,8 +193,8 @@ def run_at(logdir: Path, request: dict) -> tuple[RunEntry, Checkpoint, Path]:
     if step is None and entry.checkpoint is None:
         raise BadRequest(f"run {run!r}: {entry.problem or 'no checkpoint (best.pt or last.pt) yet'}")
     try:
-        path = checkpoint_at(entry, step)
-        return entry, load(path), path
+        path, trained = load_at(entry, step)
+        return entry, trained, path
     except (ConfigError, CheckpointError) as error:  # a step not kept; a file damaged, or not tinylm's
         raise BadRequest(str(error).replace(str(run_dir) + "/", "")) from None
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from trainer.checkpoint import BEST, LAST, kept_checkpoints
+from trainer.checkpoint import BEST, LAST, CheckpointError, kept_checkpoints
 from trainer.config import ConfigError
 from trainer.overrides import naming_overrides, read_overrides, switches_label
-from viewer.checkpoints import READ_ORDER, choose, look
+from viewer.checkpoints import READ_ORDER, Checkpoint, choose, load, look
 from viewer.walk import find_run_dirs
 
 
@@ -83,6 +83,24 @@ def checkpoint_at(entry: RunEntry, step: int | None) -> Path:
         kept = ", ".join(str(kept.step) for kept in entry.steps) or "none"
         raise ConfigError(f"step={step}: {entry.name} kept no checkpoint at that step (kept: {kept})")
     return found
+
+
+def load_at(entry: RunEntry, step: int | None) -> tuple[Path, Checkpoint]:
+    """The file the run is read from at `step` (None: the default one) and its model. A run that trains thins its kept
+    checkpoints: one removed since the run was listed is a ConfigError naming the step and the steps kept now."""
+    path = checkpoint_at(entry, step)
+    try:
+        return path, load(path)
+    except (FileNotFoundError, CheckpointError):
+        if path.exists():
+            raise
+    entry.steps = steps_of(entry.run_dir, entry.checkpoint)
+    kept = ", ".join(str(kept.step) for kept in entry.steps) or "none"
+    step = entry.step if step is None else step
+    raise ConfigError(
+        f"step={step}: {entry.name} no longer keeps it: the run thins its kept checkpoints as it trains (kept now: "
+        f"{kept})"
+    )
 
 
 def switches_of(entry: RunEntry) -> str:
