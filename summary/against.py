@@ -11,7 +11,7 @@ from matplotlib.ticker import NullLocator
 
 from summary.figures import add_legend, seeds_note
 from summary.looks import LegendEntries, Look, encode
-from summary.runs import Run, SummaryError, is_number, shared_overrides, swept_keys
+from summary.runs import Run, SummaryError, is_number, shared_of, swept_keys
 from summary.seeds import Configuration, unfinished_runs
 from trainer.tags import FINAL_TAGS
 
@@ -113,6 +113,6 @@ def plot_against(runs: list[Run] | list[Configuration], key: str, path: Path) ->
     if legend:
         add_legend(cells[len(tags)], legend, loc="upper left")
     note = " (open markers: runs that stopped before trainer.max_steps)" if unfinished_runs(runs) else ""
-    shared = textwrap.fill(" ".join(shared_overrides(runs)), 160)
+    shared = textwrap.fill(" ".join(shared_of(runs)), 160)
     figure.suptitle(f"final values against {key}{note}\n{shared}{seeds}".strip(), fontsize="small")
     figure.savefig(path, dpi=80)

@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from summary.events import Damage, damage
-from trainer.overrides import override_values, read_overrides
+from trainer.overrides import override_values, read_overrides, shared_overrides
 from viewer.walk import EVENTS_FILES, natural_key, walk_runs
 
 log = logging.getLogger(__name__)
@@ -29,6 +29,7 @@ class Run:
     wall_s: float  # from its first to its last TensorBoard event
     max_steps: int | None = None  # trainer.max_steps in its Hydra config; None for a run Hydra did not start
     truncated: bool = False  # an events file of it ends mid-record (a crash while writing): the rest is lost
+    task: str = "next_token"  # what it was trained to predict (task.name)
 
     def final(self, tag: str) -> float | None:
         """The tag's last value; None where the run never logged it (an empty cell in the table)."""
@@ -88,15 +89,18 @@ def read_run(run_dir: Path, root: Path) -> Run | None:
     overrides = read_overrides(run_dir)
     wall_s = max(wall_times, default=started) - started
     truncated = Damage.truncated in damages.values()
-    return Run(str(run_dir.relative_to(root)), overrides, curves, wall_s, max_steps(run_dir), truncated)
+    task = hydra_setting(run_dir, "task.name") or "next_token"  # a run from before tasks predicted the next token
+    name = str(run_dir.relative_to(root))
+    return Run(name, overrides, curves, wall_s, hydra_setting(run_dir, "trainer.max_steps"), truncated, task)
 
 
-def max_steps(run_dir: Path) -> int | None:
-    """trainer.max_steps in the run's Hydra config: its last resume's (trainer.resume) where it was resumed."""
+def hydra_setting(run_dir: Path, key: str) -> Any:
+    """A setting in the run's Hydra config: its last resume's (trainer.resume) where it was resumed; None for a run
+    Hydra did not start, or a key its config lacks."""
     hydra_dir = run_dir / ".hydra"
     configs = [hydra_dir / "config.yaml", *sorted(hydra_dir.glob("resume-*/config.yaml"))]  # resume-DATE_TIME
     found = [path for path in configs if path.exists()]
-    return OmegaConf.select(OmegaConf.load(found[-1]), "trainer.max_steps") if found else None
+    return OmegaConf.select(OmegaConf.load(found[-1]), key) if found else None
 
 
 def read_runs(paths: list[Path]) -> list[Run]:
@@ -110,13 +114,9 @@ def read_runs(paths: list[Path]) -> list[Run]:
     return runs
 
 
-def shared_overrides(runs: list[Run]) -> list[str]:
-    """The overrides every run has (a sweep's fixed ones, its +experiment): said once, not in every row or label."""
-    return [override for override in runs[0].overrides if all(override in run.overrides for run in runs)]
-
-
-def distinct_overrides(run: Run, shared: list[str]) -> str:
-    return " ".join(override for override in run.overrides if override not in shared)
+def shared_of(runs: list[Run]) -> list[str]:
+    """The overrides every run has (trainer/overrides.py's shared_overrides)."""
+    return shared_overrides([run.overrides for run in runs])
 
 
 def swept_keys(runs: list[Run]) -> list[str]:

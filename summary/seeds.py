@@ -46,6 +46,10 @@ class Configuration:
         return {key: value for key, value in self.every_run[0].settings.items() if key != SEED}
 
     @property
+    def task(self) -> str:
+        return self.every_run[0].task
+
+    @property
     def name(self) -> str:
         return " ".join(self.overrides) or "no overrides"
 

@@ -3,8 +3,9 @@
 import csv
 from pathlib import Path
 
-from summary.runs import Run, as_word, distinct_overrides, shared_overrides
+from summary.runs import Run, as_word, shared_of
 from summary.seeds import SEED, Configuration
+from trainer.overrides import distinct_overrides
 from trainer.tags import FINAL_TAGS
 
 # After the final values: how far each run got. finished: whether its last loss is at trainer.max_steps (empty where
@@ -29,7 +30,7 @@ def write_csv(runs: list[Run], path: Path) -> None:
 
 
 def markdown_table(runs: list[Run]) -> str:
-    shared = shared_overrides(runs)
+    shared = shared_of(runs)
     lines = [
         (
             f"Overrides of every run: {' '.join(f'`{o}`' for o in shared) or 'none'}. Final values, losses in nats "
@@ -43,7 +44,8 @@ def markdown_table(runs: list[Run]) -> str:
         finals = ["" if value is None else f"{value:.3f}" for value in map(run.final, FINAL_TAGS)]
         steps = "/".join(as_word(value) for value in (run.last_step, run.max_steps) if value is not None)
         finished = {True: "yes", False: "**no**", None: ""}[run.finished]
-        lines.append(row([run.name, distinct_overrides(run, shared), *finals, f"{run.wall_s:.0f}", steps, finished]))
+        distinct = " ".join(distinct_overrides(run.overrides, shared))
+        lines.append(row([run.name, distinct, *finals, f"{run.wall_s:.0f}", steps, finished]))
     return "\n".join(lines + notes(runs)) + "\n"
 
 
@@ -90,7 +92,7 @@ def write_seeds_csv(configurations: list[Configuration], path: Path) -> None:
 
 def seeds_table(configurations: list[Configuration], runs: list[Run]) -> str:
     """Mean ± sd over the seeds per configuration, then every run as markdown_table shows it."""
-    shared = shared_overrides(configurations)
+    shared = shared_of(configurations)
     lines = [
         (
             f"Overrides of every run: {' '.join(f'`{o}`' for o in shared) or 'none'}. "

@@ -9,7 +9,7 @@ import pytest
 from torch.utils.tensorboard import SummaryWriter
 
 from conftest import SWEEP, cli, get_json
-from summary.figures import MASK, reads_the_future
+from summary.figures import MASK, honest_tag
 from summary.looks import encode
 from summary.runs import Run, find_runs, read_runs, swept_keys
 from summary.summarize import SUMMARY_FILES, summarize
@@ -109,7 +109,7 @@ def test_model_causal_gives_the_line_style_so_its_forced_mask_line_pairs_with_th
     encoding = encode(runs, swept_keys(runs), style_first=MASK)
     assert [look.linestyle for look in encoding.looks] == ["-", "-", "--", "--"]
     assert [label for label, _ in encoding.legend][:1] == ["model.scale"]
-    assert [reads_the_future(run) for run in runs] == [False, False, True, True]
+    assert [honest_tag(run) for run in runs] == [None, None, "val/loss_causal", "val/loss_causal"]
 
 
 def test_a_lone_switch_gives_both_colour_and_line_style(tmp_path):

@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 
 from trainer.checkpoint import BEST, LAST, CheckpointError, kept_checkpoints
 from trainer.config import ConfigError
-from trainer.overrides import naming_overrides, read_overrides, switches_label
+from trainer.overrides import distinct_overrides, naming_overrides, read_overrides, shared_overrides, switches_label
 from viewer.checkpoints import READ_ORDER, Checkpoint, choose, load, look
 from viewer.walk import find_run_dirs
 
@@ -43,12 +43,11 @@ def list_runs(root: Path, named: Callable[[Path, Path], str] | None = None) -> l
     entries = [run_entry(run_dir, run_dir.relative_to(root).as_posix(), named) for run_dir in find_run_dirs(root)]
     for entry in entries:
         entry.overrides = naming_overrides(read_overrides(entry.run_dir))
-    hydra_runs = [entry.overrides for entry in entries if entry.overrides]  # a run Hydra did not start has none
-    shared = (
-        [item for item in hydra_runs[0] if all(item in overrides for overrides in hydra_runs)] if hydra_runs else []
-    )
+    shared = shared_overrides(
+        [entry.overrides for entry in entries if entry.overrides]
+    )  # a run Hydra did not start has none
     for entry in entries:
-        distinct = [item for item in entry.overrides if item not in shared] or entry.overrides
+        distinct = distinct_overrides(entry.overrides, shared) or entry.overrides
         entry.label = " ".join(distinct) or switches_of(entry)
     return entries
 
