@@ -94,7 +94,7 @@ def test_a_kept_checkpoint_thinned_while_the_tab_reads_it_is_left_out_or_named_w
     listed = json.loads(tab.open("/runs").get_data(as_text=True))["runs"]
     assert [step["step"] for step in listed[0]["steps"]] == [0, 10]  # left out
     # Listed, then gone before its weights are read:
-    monkeypatch.setattr(viewer.checkpoints, "load_checkpoint", thinned("step-0.pt", viewer.checkpoints.load_checkpoint))
+    monkeypatch.setattr(viewer.checkpoints, "load_with_model", thinned("step-0.pt", viewer.checkpoints.load_with_model))
     status, answer = tab.post("/attention", {"run": "run", "text": "To be", "step": 0})
     assert (status, answer) == (
         400,

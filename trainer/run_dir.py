@@ -8,7 +8,6 @@ refused (check_fresh_start), or with trainer.start_over=true moves the earlier r
 torchrun every rank must agree on the directory, and only rank 0 writes Hydra's files there.
 """
 
-import fcntl
 import logging
 import os
 import shutil
@@ -17,8 +16,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Optional, TextIO
+from typing import Any, Optional
 
+from filelock import FileLock, Timeout
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
@@ -40,37 +40,32 @@ class RunDirInUse(Exception):
 
 
 class RunLock:
-    """An exclusive lock on the run directory while a run writes there. The OS releases it when the process ends,
-    however it ends, so a killed run never leaves a stale lock. Rank 0 holds it for every rank of a torchrun."""
+    """An exclusive lock on the run directory while a run writes there (filelock's, an flock on Unix): the OS
+    releases it when the process ends, however it ends, so a killed run never leaves a stale lock. The file names
+    its holder. Rank 0 holds it for every rank of a torchrun."""
 
     def __init__(self, run_dir: Path, holds: bool = True):
-        self.path, self.holds, self.file = run_dir / LOCK, holds, None
+        self.path, self.holds, self.lock = run_dir / LOCK, holds, FileLock(run_dir / LOCK)
 
     def __enter__(self) -> "RunLock":
         if not self.holds:
             return self
-        self.file = open(self.path, "a+")  # never truncated before the lock is ours: it names the holder
-        if holder := held_by(self.file):
-            self.file.close()
+        if holder := held_by(self.lock):
             raise in_use(self.path.parent, holder)
-        self.file.seek(0)
-        self.file.truncate()
-        self.file.write(f"process {os.getpid()} on {os.uname().nodename}\n")
-        self.file.flush()
+        self.path.write_text(f"process {os.getpid()} on {os.uname().nodename}\n")  # the lock is ours: name it
         return self
 
     def __exit__(self, *exc_info) -> None:
-        if self.file:
-            self.file.close()  # closing releases the lock
+        if self.lock.is_locked:
+            self.lock.release()
 
 
-def held_by(lock_file: TextIO) -> Optional[str]:
-    """Takes the lock of the open `lock_file`; if another process holds it, who that is (the file names it)."""
+def held_by(lock: FileLock) -> Optional[str]:
+    """Takes `lock`; if another process holds it, who that is (the file names it)."""
     try:
-        fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        lock_file.seek(0)
-        return lock_file.read().strip() or "another process"
+        lock.acquire(blocking=False)
+    except Timeout:
+        return Path(lock.lock_file).read_text().strip() or "another process"
     return None
 
 
@@ -83,11 +78,13 @@ def in_use(run_dir: Path, holder: str) -> RunDirInUse:
 
 def holder_of(run_dir: Path) -> Optional[str]:
     """Who holds the run directory's lock now, if anyone; creates nothing (a lock file exists if a run ever ran)."""
-    try:
-        with open(run_dir / LOCK) as lock_file:  # closing releases the lock, if this took it
-            return held_by(lock_file)
-    except FileNotFoundError:
+    if not (run_dir / LOCK).is_file():
         return None
+    lock = FileLock(run_dir / LOCK)
+    holder = held_by(lock)
+    if lock.is_locked:
+        lock.release()  # it was free: this took it to see
+    return holder
 
 
 def run_found(run_dir: Path) -> Optional[str]:
