@@ -33,7 +33,7 @@ from viewer.checkpoints import Checkpoint, load, named_checkpoint
 from viewer.generation import temperature_problem
 from viewer.predictions import COUNTERFACTUALS, Predictions, Strip, predict, probability
 from viewer.readings import VALIDATION_LINE, Reading, cut_note, layer_problem, read, row_statistics, verdict
-from viewer.runs import RunEntry, list_runs, load_at, steps_of
+from viewer.runs import RunCheckpoints, list_runs, load_at, steps_of
 
 FULL_VECTOR = 8  # y_i is printed whole up to this d_v, else by its size
 DOMINANT = 3  # the values step 4 names at most
@@ -62,7 +62,7 @@ ConfigStore.instance().store(name="attend_schema", node=AttendConfig)  # the fir
 class Report:
     """One run read for the query: what is printed and drawn of it."""
 
-    run: RunEntry
+    run: RunCheckpoints
     path: Path
     checkpoint: Checkpoint
     reading: Reading
@@ -70,7 +70,7 @@ class Report:
     query: int
 
 
-def runs_of(ckpt: str) -> list[RunEntry]:
+def runs_of(ckpt: str) -> list[RunCheckpoints]:
     """The runs `ckpt` names: every run at or below a directory, or the run of a checkpoint file."""
     path = Path(ckpt).expanduser()
     if path.is_dir():
@@ -81,7 +81,7 @@ def runs_of(ckpt: str) -> list[RunEntry]:
             run.name = path.resolve().name if run.name == "." else run.name
         return runs
     path = named_checkpoint(ckpt, "ckpt").path
-    return [RunEntry(path.parent.name, path.parent, path, steps=steps_of(path.parent, path))]
+    return [RunCheckpoints(path.parent.name, path.parent, path, steps=steps_of(path.parent, path))]
 
 
 def query_index(query: Optional[int], reading: Reading, predictions: Predictions) -> int:
@@ -97,7 +97,7 @@ def query_index(query: Optional[int], reading: Reading, predictions: Predictions
     return query % tokens
 
 
-def recurrent(run: RunEntry) -> str:
+def recurrent(run: RunCheckpoints) -> str:
     """'' for a run whose attention can be traced; for a recurrent one (model.mixer=gru, lstm), which a sweep may hold
     beside attention runs, why it is skipped."""
     mixer = load(run.checkpoint).model.config.mixer
@@ -106,7 +106,7 @@ def recurrent(run: RunEntry) -> str:
     return f"{run.name}: a recurrent run (model.mixer={mixer.value}) has no attention weights to trace"
 
 
-def read_run(run: RunEntry, config: AttendConfig) -> Report:
+def read_run(run: RunCheckpoints, config: AttendConfig) -> Report:
     """The run at the chosen step, read for the query; a setting it cannot take is a one-line error."""
     path, checkpoint = load_at(run, config.step)
     if problem := layer_problem(config.layer, checkpoint.model.config.n_layer):
@@ -273,7 +273,7 @@ def loss_scale(readings: list[Report]) -> float:
     return max([1.0, *uniform, *highest])
 
 
-def png_path(out: Optional[str], run: RunEntry, layer: int, several: bool) -> Path:
+def png_path(out: Optional[str], run: RunCheckpoints, layer: int, several: bool) -> Path:
     name = "attention.png" if layer == 0 else f"attention_{layer}.png"
     if out is None:
         return run.run_dir / name

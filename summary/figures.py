@@ -16,7 +16,7 @@ from matplotlib.lines import Line2D
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from summary.looks import NEUTRAL, LegendEntries, Look, encode
-from summary.runs import Run, SummaryError, shared_of, swept_keys
+from summary.runs import RunCurves, SummaryError, shared_of, swept_keys
 from summary.seeds import SEED, Configuration, unfinished_runs
 from task import TASKS
 from trainer.tags import loss_tag
@@ -25,7 +25,7 @@ MASK = "model.causal"  # where swept, it gives the line style: unmasked dashed b
 FORCED_MASK = Look(NEUTRAL, ":", "x")  # a leaking run's honest loss (val/loss_causal): dotted, x markers, its colour
 
 
-def plot_curves(runs: list[Run] | list[Configuration], path: Path) -> None:
+def plot_curves(runs: list[RunCurves] | list[Configuration], path: Path) -> None:
     """val/loss (and val/loss_causal where it differs: unmasked runs) and attn/entropy of every run, by step; or of
     every configuration of seeds: its mean, inside the band from its lowest to its highest seed. Where no run logs
     attn/entropy (recurrent models), its panel is left out."""
@@ -60,7 +60,7 @@ def plot_curves(runs: list[Run] | list[Configuration], path: Path) -> None:
     figure.savefig(path, dpi=80)
 
 
-def seeds_note(items: list[Run] | list[Configuration]) -> str:
+def seeds_note(items: list[RunCurves] | list[Configuration]) -> str:
     """What the lines of configurations of seeds are, and which runs they leave out."""
     if not items or not isinstance(items[0], Configuration):
         return ""
@@ -71,7 +71,7 @@ def seeds_note(items: list[Run] | list[Configuration]) -> str:
     return f"\nlines: the mean over {n} seeds; bands: from the lowest to the highest seed{unfinished}"
 
 
-def honest_tag(item: Run | Configuration) -> str | None:
+def honest_tag(item: RunCurves | Configuration) -> str | None:
     """The tag of the run's loss with its targets hidden (its task's honest curve) where it differs from val/loss:
     the run's input showed it its targets, the leak; None where it did not (the two are the same values)."""
     tag = loss_tag(TASKS[item.task].honest)
@@ -124,7 +124,7 @@ class Mark:
     label: str
 
 
-def add_differences(runs: list[Run], specs: list[str]) -> None:
+def add_differences(runs: list[RunCurves], specs: list[str]) -> None:
     """Each spec's curve in every run's curves: a tag as logged, or A-B, the difference of two logged tags at the
     steps both were logged at (val/loss_causal-val/loss: what reading the future gained). SummaryError for a spec
     that is neither."""
@@ -175,7 +175,7 @@ def chosen_panel(
 
 
 def plot_chosen(
-    items: list[Run] | list[Configuration],
+    items: list[RunCurves] | list[Configuration],
     specs: list[str],
     path: Path,
     marks: dict[str, list[Mark]] | None = None,
@@ -209,7 +209,7 @@ def plot_chosen(
     figure.savefig(path, dpi=80)
 
 
-def seed_runs(item: Run | Configuration) -> list[Run]:
+def seed_runs(item: RunCurves | Configuration) -> list[RunCurves]:
     return item.runs if isinstance(item, Configuration) else [item]
 
 
@@ -233,7 +233,7 @@ def scale_y(axes: Axes, values: list[float]) -> None:
         axes.set_ylim(top=-linthresh)
 
 
-def per_seed_note(items: list[Run] | list[Configuration]) -> str:
+def per_seed_note(items: list[RunCurves] | list[Configuration]) -> str:
     if not items or not isinstance(items[0], Configuration):
         return ""
     left_out = len(unfinished_runs(items))

@@ -22,7 +22,7 @@ class SummaryError(Exception):
 
 
 @dataclass
-class Run:
+class RunCurves:
     name: str  # its directory relative to the runs' common parent: the name TensorBoard gives it
     overrides: list[str]  # Hydra's overrides of the job ([] for a run Hydra did not start)
     curves: dict[str, list[tuple[int, float]]]  # scalar tag -> (step, value) in step order
@@ -72,7 +72,7 @@ def find_runs(paths: list[Path]) -> list[Path]:
     return sorted(runs, key=natural_key)
 
 
-def read_run(run_dir: Path, root: Path) -> Run | None:
+def read_run(run_dir: Path, root: Path) -> RunCurves | None:
     """The run in `run_dir`; None where none of its events files reads. Each damaged file gets one warning."""
     damages = {path: damage(path) for path in sorted(run_dir.glob(EVENTS_FILES))}
     for path, found in damages.items():
@@ -91,7 +91,7 @@ def read_run(run_dir: Path, root: Path) -> Run | None:
     truncated = Damage.truncated in damages.values()
     task = hydra_setting(run_dir, "task.name") or "next_token"  # a run from before tasks predicted the next token
     name = str(run_dir.relative_to(root))
-    return Run(name, overrides, curves, wall_s, hydra_setting(run_dir, "trainer.max_steps"), truncated, task)
+    return RunCurves(name, overrides, curves, wall_s, hydra_setting(run_dir, "trainer.max_steps"), truncated, task)
 
 
 def hydra_setting(run_dir: Path, key: str) -> Any:
@@ -103,7 +103,7 @@ def hydra_setting(run_dir: Path, key: str) -> Any:
     return OmegaConf.select(OmegaConf.load(found[-1]), key) if found else None
 
 
-def read_runs(paths: list[Path]) -> list[Run]:
+def read_runs(paths: list[Path]) -> list[RunCurves]:
     run_dirs = find_runs(paths)
     root = Path(os.path.commonpath(run_dirs))
     if root in run_dirs:  # a single run, or runs nested in one: name them from one level up
@@ -114,12 +114,12 @@ def read_runs(paths: list[Path]) -> list[Run]:
     return runs
 
 
-def shared_of(runs: list[Run]) -> list[str]:
+def shared_of(runs: list[RunCurves]) -> list[str]:
     """The overrides every run has (trainer/overrides.py's shared_overrides)."""
     return shared_overrides([run.overrides for run in runs])
 
 
-def swept_keys(runs: list[Run]) -> list[str]:
+def swept_keys(runs: list[RunCurves]) -> list[str]:
     """The keys whose value is not the same in every run, in the order the overrides name them."""
     keys = dict.fromkeys(key for run in runs for key in run.settings)
     return [key for key in keys if len({repr(run.settings.get(key)) for run in runs}) > 1]  # repr: lists too

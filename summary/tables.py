@@ -3,7 +3,7 @@
 import csv
 from pathlib import Path
 
-from summary.runs import Run, as_word, shared_of
+from summary.runs import RunCurves, as_word, shared_of
 from summary.seeds import SEED, Configuration
 from trainer.overrides import distinct_overrides
 from trainer.tags import FINAL_TAGS
@@ -19,7 +19,7 @@ UNFINISHED = (
 TRUNCATED = "Their values are the last readable ones."
 
 
-def write_csv(runs: list[Run], path: Path) -> None:
+def write_csv(runs: list[RunCurves], path: Path) -> None:
     with path.open("w", newline="") as file:
         writer = csv.writer(file)
         writer.writerow(["run", "overrides", *FINAL_TAGS, "wall_s", *PROGRESS])
@@ -29,7 +29,7 @@ def write_csv(runs: list[Run], path: Path) -> None:
             writer.writerow([run.name, " ".join(run.overrides), *finals, round(run.wall_s, 1), *progress])
 
 
-def markdown_table(runs: list[Run]) -> str:
+def markdown_table(runs: list[RunCurves]) -> str:
     shared = shared_of(runs)
     lines = [
         (
@@ -59,7 +59,7 @@ def header(columns: list[str]) -> list[str]:
     return [row(columns), "|---" * len(columns) + "|"]
 
 
-def notes(runs: list[Run]) -> list[str]:
+def notes(runs: list[RunCurves]) -> list[str]:
     """Under the table: the runs whose values are not what they would have been, and why."""
     lines = []
     unfinished = [run for run in runs if run.finished is False]
@@ -90,7 +90,7 @@ def write_seeds_csv(configurations: list[Configuration], path: Path) -> None:
             writer.writerow([overrides, *cells, len(configuration.runs), configuration.seeds, unfinished, wall_s])
 
 
-def seeds_table(configurations: list[Configuration], runs: list[Run]) -> str:
+def seeds_table(configurations: list[Configuration], runs: list[RunCurves]) -> str:
     """Mean ± sd over the seeds per configuration, then every run as markdown_table shows it."""
     shared = shared_of(configurations)
     lines = [

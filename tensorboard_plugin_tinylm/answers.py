@@ -26,7 +26,7 @@ from viewer.readings import (
     row_statistics,
     verdict,
 )
-from viewer.runs import RunEntry, list_runs, load_at, run_entry
+from viewer.runs import RunCheckpoints, list_runs, load_at, run_checkpoints
 
 DIGITS = 7  # decimals sent: far below what a person reads, and the numbers equal the reference path's to 1e-6
 MAX_GENERATE = 500  # tokens /generate writes at most: a paragraph, in seconds on a default model
@@ -178,7 +178,7 @@ def fields(request: object, names: str) -> dict:
     return request
 
 
-def run_at(logdir: Path, request: dict) -> tuple[RunEntry, Checkpoint, Path]:
+def run_at(logdir: Path, request: dict) -> tuple[RunCheckpoints, Checkpoint, Path]:
     """The run the request names, at its step (null: the default checkpoint), loaded."""
     run, step = request.get("run"), request.get("step")
     try:
@@ -189,7 +189,7 @@ def run_at(logdir: Path, request: dict) -> tuple[RunEntry, Checkpoint, Path]:
         raise BadRequest(f"run {run!r}: no such run under the logdir {logdir}")
     if step is not None and (not isinstance(step, int) or isinstance(step, bool)):
         raise BadRequest(f"step={step!r}: must be a whole number, or null for the run's default checkpoint")
-    entry = run_entry(run_dir, run, named=lambda path, run_dir: path.relative_to(run_dir).as_posix())
+    entry = run_checkpoints(run_dir, run, named=lambda path, run_dir: path.relative_to(run_dir).as_posix())
     if step is None and entry.checkpoint is None:
         raise BadRequest(f"run {run!r}: {entry.problem or 'no checkpoint (best.pt or last.pt) yet'}")
     try:
@@ -214,11 +214,11 @@ def checked_temperature(request: dict) -> float:
     return float(temperature)
 
 
-def relative(path: Path | None, entry: RunEntry) -> str | None:
+def relative(path: Path | None, entry: RunCheckpoints) -> str | None:
     return path.relative_to(entry.run_dir).as_posix() if path else None
 
 
-def steps(entry: RunEntry) -> list[dict]:
+def steps(entry: RunCheckpoints) -> list[dict]:
     return [{"step": kept.step, "file": relative(kept.path, entry)} for kept in entry.steps]
 
 

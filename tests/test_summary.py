@@ -11,7 +11,7 @@ from torch.utils.tensorboard import SummaryWriter
 from conftest import SWEEP, cli, get_json
 from summary.figures import MASK, honest_tag
 from summary.looks import encode
-from summary.runs import Run, find_runs, read_runs, swept_keys
+from summary.runs import RunCurves, find_runs, read_runs, swept_keys
 from summary.summarize import SUMMARY_FILES, summarize
 from trainer.tags import FINAL_TAGS
 
@@ -82,7 +82,7 @@ def test_runs_are_found_below_every_directory_in_natural_order(tmp_path):
     assert [run.name for run in read_runs([tmp_path / "single"])] == ["single"]  # not "."
 
 
-def sweep(tmp_path: Path, grid: dict[str, list], scalars: dict[str, list[float]] | None = None) -> list[Run]:
+def sweep(tmp_path: Path, grid: dict[str, list], scalars: dict[str, list[float]] | None = None) -> list[RunCurves]:
     """Fake runs of every combination of `grid`'s values, as a sweep of those keys leaves them."""
     combinations = list(itertools.product(*grid.values()))
     for job, values in enumerate(combinations):

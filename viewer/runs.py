@@ -24,7 +24,7 @@ class Step:
 
 
 @dataclass
-class RunEntry:
+class RunCheckpoints:
     name: str  # as TensorBoard names the run
     run_dir: Path
     checkpoint: Path | None = None  # the one read by default; None: none yet, or none whole (see problem)
@@ -36,11 +36,11 @@ class RunEntry:
     steps: list[Step] = field(default_factory=list)  # every step the run can be read at, in order
 
 
-def list_runs(root: Path, named: Callable[[Path, Path], str] | None = None) -> list[RunEntry]:
+def list_runs(root: Path, named: Callable[[Path, Path], str] | None = None) -> list[RunCheckpoints]:
     """The runs under `root`, each with its checkpoints and steps, or why it has none it can use; labelled by the
     overrides that differ between them (a sweep's fixed settings said once by the directory, not in every label).
     `named(path, run_dir)` says a checkpoint as messages show it (default: the path under `root`)."""
-    entries = [run_entry(run_dir, run_dir.relative_to(root).as_posix(), named) for run_dir in find_run_dirs(root)]
+    entries = [run_checkpoints(run_dir, run_dir.relative_to(root).as_posix(), named) for run_dir in find_run_dirs(root)]
     for entry in entries:
         entry.overrides = naming_overrides(read_overrides(entry.run_dir))
     shared = shared_overrides(
@@ -52,11 +52,11 @@ def list_runs(root: Path, named: Callable[[Path, Path], str] | None = None) -> l
     return entries
 
 
-def run_entry(run_dir: Path, name: str, named: Callable[[Path, Path], str] | None = None) -> RunEntry:
+def run_checkpoints(run_dir: Path, name: str, named: Callable[[Path, Path], str] | None = None) -> RunCheckpoints:
     """One run's checkpoints: the one read by default (the first whole one of best.pt, last.pt), and its steps."""
     choice = choose(run_dir, READ_ORDER, (lambda path: named(path, run_dir)) if named else str)
     steps = steps_of(run_dir, choice.path)
-    return RunEntry(name, run_dir, choice.path, choice.step, choice.note, choice.problem, steps=steps)
+    return RunCheckpoints(name, run_dir, choice.path, choice.step, choice.note, choice.problem, steps=steps)
 
 
 def steps_of(run_dir: Path, default: Path | None) -> list[Step]:
@@ -71,7 +71,7 @@ def steps_of(run_dir: Path, default: Path | None) -> list[Step]:
     return [Step(step, steps[step]) for step in sorted(steps)]
 
 
-def checkpoint_at(entry: RunEntry, step: int | None) -> Path:
+def checkpoint_at(entry: RunCheckpoints, step: int | None) -> Path:
     """The file the run is read from at `step` (None: the default one); a step it did not keep is a ConfigError."""
     if step is None:
         if entry.checkpoint is None:
@@ -84,7 +84,7 @@ def checkpoint_at(entry: RunEntry, step: int | None) -> Path:
     return found
 
 
-def load_at(entry: RunEntry, step: int | None) -> tuple[Path, Checkpoint]:
+def load_at(entry: RunCheckpoints, step: int | None) -> tuple[Path, Checkpoint]:
     """The file the run is read from at `step` (None: the default one) and its model. A run that trains thins its kept
     checkpoints: one removed since the run was listed is a ConfigError naming the step and the steps kept now."""
     path = checkpoint_at(entry, step)
@@ -102,7 +102,7 @@ def load_at(entry: RunEntry, step: int | None) -> tuple[Path, Checkpoint]:
     )
 
 
-def switches_of(entry: RunEntry) -> str:
+def switches_of(entry: RunCheckpoints) -> str:
     """The lesson's switches of a run nothing else names, from Hydra's record of its config ("" for a run Hydra did
     not start: its checkpoint would have to be read, and the listing reads none)."""
     config = entry.run_dir / ".hydra" / "config.yaml"
