@@ -37,7 +37,12 @@ torch.set_num_threads(1)
 
 
 class BadRequest(Exception):
-    """A request the tab cannot answer; the message is the one line the panel shows."""
+    """A request the tab cannot answer; the message is the one line the panel shows, `fields` what else the page
+    needs to go on (a run's steps kept now)."""
+
+    def __init__(self, message: str, **fields):
+        super().__init__(message)
+        self.fields = fields
 
 
 def runs(logdir: Path | None) -> dict:
@@ -196,7 +201,7 @@ def run_at(logdir: Path, request: dict) -> tuple[RunCheckpoints, Checkpoint, Pat
         path, trained = load_at(entry, step)
         return entry, trained, path
     except (ConfigError, CheckpointError) as error:  # a step not kept; a file damaged, or not tinylm's
-        raise BadRequest(str(error).replace(str(run_dir) + "/", "")) from None
+        raise BadRequest(str(error).replace(str(run_dir) + "/", ""), steps=steps(entry)) from None
 
 
 def checked_blanks(request: dict) -> list[int]:

@@ -106,7 +106,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
         try:
             return json_response(compute(answers))
         except answers.BadRequest as error:
-            return json_response({"error": str(error)}, 400)
+            return json_response({"error": str(error), **error.fields}, 400)
         except Exception as error:  # a fault of the tab's own: one line in the panel, the traceback in the log
             log.exception("the Attention tab could not answer")
             reason = (str(error).strip().splitlines() or [""])[0][:200]

@@ -98,7 +98,10 @@ def test_a_kept_checkpoint_thinned_while_the_tab_reads_it_is_left_out_or_named_w
     status, answer = tab.post("/attention", {"run": "run", "text": "To be", "step": 0})
     assert (status, answer) == (
         400,
-        {"error": "step=0: run no longer keeps it: the run thins its kept checkpoints as it trains (kept now: 10)"},
+        {
+            "error": "step=0: run no longer keeps it: the run thins its kept checkpoints as it trains (kept now: 10)",
+            "steps": [{"step": 10, "file": "best.pt"}],  # the steps kept now: the panel moves there
+        },
     )
     assert tab.post("/attention", {"run": "run", "text": "To be", "step": 10})[0] == 200  # the server serves on
     assert not [record for record in caplog.records if record.levelno >= logging.ERROR]  # no traceback in its log
