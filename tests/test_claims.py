@@ -3,7 +3,7 @@ on a tiny run (not its size: the presets' sizes are in docs/experiments.md)."""
 
 import pytest
 
-from conftest import curve, events, short_run
+from conftest import BLANKS, curve, events, short_run
 
 # A tiny copy task: windows of 16 tokens, distances 2 and 14, 200 steps.
 COPY = ["data=copy", "model.block_size=16", "model.d_model=32", "model.d_k=32", "model.d_v=32", "optim.lr=1e-2",
@@ -47,23 +47,14 @@ def test_recurrence_reads_a_token_2_back_better_than_one_14_back_and_logs_no_att
     assert not [tag for tag in tags if tag.startswith(("attn/", "grad/"))]  # no attention to read
 
 
-# The encoder's runs at SHORT's size: fill in the blank, 40% of each window hidden, QK-norm (as +experiment=encoder).
-BLANKS = ["task=fill_blank", "task.blank_share=0.4", "model.qk_norm=true", "trainer.batch_size=32",
-          "trainer.max_steps=300", "trainer.eval_interval=150"]  # fmt: skip
-
-
 @pytest.mark.slow
 def test_a_blank_filler_reads_the_right_side_one_reading_the_left_cannot_and_one_shown_its_tokens_copies(
-    tmp_path, cache_dir
+    tmp_path, cache_dir, blank_run_dir
 ):
-    runs = {
-        "both": ["model.causal=false"],
-        "left": ["model.causal=true"],
-        "shown": ["model.causal=false", "task.hide=false"],
-    }
+    runs = {"left": ["model.causal=true"], "shown": ["model.causal=false", "task.hide=false"]}
     for name, settings in runs.items():
         short_run(tmp_path / name, cache_dir, *BLANKS, *settings)
-    both, left, shown = (events(tmp_path / name) for name in runs)
+    both, left, shown = events(blank_run_dir), *(events(tmp_path / name) for name in runs)
     # Both sides: the true mask put back at evaluation hides the right side, and the loss rises.
     assert curve(both, "val/loss_causal")[-1][1] > curve(both, "val/loss")[-1][1] + 0.05
     # The left alone: the mask is its own, so putting it back changes nothing.
