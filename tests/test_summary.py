@@ -114,7 +114,7 @@ def test_model_causal_gives_the_line_style_so_its_forced_mask_line_pairs_with_th
 def test_a_lone_switch_gives_both_colour_and_line_style(tmp_path):
     runs = sweep(tmp_path, {"model.causal": [True, False]})
     encoding = encode(runs, swept_keys(runs))
-    assert [(look.color, look.linestyle) for look in encoding.looks] == [("C0", "-"), ("C1", "--")]
+    assert [(look.color, look.linestyle) for look in encoding.looks] == [("#ff7043", "-"), ("#0077bb", "--")]
     assert [(label, look and look.linestyle) for label, look in encoding.legend] == [
         ("model.causal", None), ("true", "-"), ("false", "--")
     ]  # fmt: skip
@@ -125,7 +125,7 @@ def test_runs_the_overrides_cannot_tell_apart_get_a_colour_each(tmp_path):
         fake_run(tmp_path / name, {"val/loss": [4.0, 3.0]}, ["model.scale=True"])
     runs = read_runs([tmp_path])
     encoding = encode(runs, swept_keys(runs))
-    assert [look.color for look in encoding.looks] == ["C0", "C1"]
+    assert [look.color for look in encoding.looks] == ["#ff7043", "#0077bb"]  # TensorBoard's first two
     assert [label for label, _ in encoding.legend] == ["a/0_model.scale=True", "b/0_model.scale=True"]
 
 
