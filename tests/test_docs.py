@@ -163,7 +163,7 @@ def check_report(args: tuple[str, ...], monkeypatch, capsys) -> None:
     try:
         report.arguments()
     except SystemExit:
-        pytest.fail(f"report.py {' '.join(args)}: {capsys.readouterr().err.strip()}")
+        raise AssertionError(f"report.py {' '.join(args)}: {capsys.readouterr().err.strip()}") from None
 
 
 @pytest.mark.parametrize("page,script,args", shown_commands(), ids=lambda value: str(value)[:60])
@@ -188,11 +188,15 @@ def test_the_command_reader_sees_what_a_shell_would_run():
     assert commands("stopped while train.py was starting") == []  # prose about a script: no command
 
 
-def test_a_command_with_a_setting_that_does_not_exist_is_caught():
+def test_a_command_with_a_setting_that_does_not_exist_is_caught(monkeypatch, capsys):
     with pytest.raises(Exception, match="model.dk"):
         check_hydra_app("train.py", ("+experiment=leak", "model.dk=3"))
     with pytest.raises(Exception, match="experiment/nope"):
         check_hydra_app("train.py", ("+experiment=nope",))
+    with pytest.raises(Exception, match="abc"):
+        check_hydra_app("train.py", ("-m", "model.d_k=64,abc"))  # every value of a sweep, typed by the schema
+    with pytest.raises(AssertionError, match="--y"):
+        check_report(("multirun/leak", "--y", "3"), monkeypatch, capsys)
 
 
 @pytest.mark.parametrize("path", DOCS, ids=lambda path: path.name)
