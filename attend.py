@@ -12,6 +12,9 @@ of the weights with the loss strips beside the run (attention.png) or at `out=`.
 the same numbers, from the same code (viewer/).
 """
 
+import trainer.startup  # noqa: F401 (first of all: a Ctrl-C while torch loads ends in one line, trainer/startup.py)
+
+# isort: split
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,15 +24,16 @@ import hydra
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
+from model.config import Mixer
 from trainer.checkpoint import CheckpointError
 from trainer.cli import one_line_errors, run_with_one_line_errors
 from trainer.config import ConfigError, to_typed
 from trainer.diagnostics import PATTERN_TOKENS, pattern_figure
-from viewer.checkpoints import Trained, load, named_checkpoint
+from viewer.checkpoints import Checkpoint, load, named_checkpoint
 from viewer.generation import temperature_problem
-from viewer.predictions import COUNTERFACTUALS, Predictions, Strip, predict
-from viewer.readings import VALIDATION_LINE, Reading, cut_note, read, row_statistics, verdict
-from viewer.runs import RunEntry, checkpoint_at, list_runs, steps_of
+from viewer.predictions import COUNTERFACTUALS, Predictions, Strip, predict, probability
+from viewer.readings import VALIDATION_LINE, Reading, cut_note, layer_problem, read, row_statistics, verdict
+from viewer.runs import RunCheckpoints, list_runs, load_at, steps_of
 
 FULL_VECTOR = 8  # y_i is printed whole up to this d_v, else by its size
 DOMINANT = 3  # the values step 4 names at most
@@ -37,7 +41,7 @@ NOTABLE = 0.05  # and only those that make this much of sum_j a_ij |v_j|
 STRIP_INCHES = 0.6  # the PNG's height per loss strip (its row of tokens and its title)
 KEY_INCHES = 0.8  # and for the strips' colour key below them
 LOSS_COLOURS = "YlOrRd"  # low loss pale, high loss dark red
-LOOKS = {"masked": "future masked", "uniform": "uniform", "silent": "no look"}  # (b)-(d) as the line names them
+LOOKS = {"masked": "future masked", "uniform": "uniform", "no_look": "no look"}  # (b)-(d) as the line names them
 
 
 @dataclass
@@ -55,18 +59,18 @@ ConfigStore.instance().store(name="attend_schema", node=AttendConfig)  # the fir
 
 
 @dataclass
-class Read:
+class Report:
     """One run read for the query: what is printed and drawn of it."""
 
-    run: RunEntry
+    run: RunCheckpoints
     path: Path
-    trained: Trained
+    checkpoint: Checkpoint
     reading: Reading
     predictions: Predictions
     query: int
 
 
-def runs_of(ckpt: str) -> list[RunEntry]:
+def runs_of(ckpt: str) -> list[RunCheckpoints]:
     """The runs `ckpt` names: every run at or below a directory, or the run of a checkpoint file."""
     path = Path(ckpt).expanduser()
     if path.is_dir():
@@ -77,14 +81,15 @@ def runs_of(ckpt: str) -> list[RunEntry]:
             run.name = path.resolve().name if run.name == "." else run.name
         return runs
     path = named_checkpoint(ckpt, "ckpt").path
-    return [RunEntry(path.parent.name, path.parent, path, steps=steps_of(path.parent, path))]
+    return [RunCheckpoints(path.parent.name, path.parent, path, steps=steps_of(path.parent, path))]
 
 
-def query_index(query: Optional[int], reading: Reading) -> int:
-    """The query the settings name; by default the last token whose next token the text holds."""
+def query_index(query: Optional[int], reading: Reading, predictions: Predictions) -> int:
+    """The query the settings name; by default the last the task asks about (for next-token prediction, the last
+    token whose next token the text holds; for filling blanks, the last blank)."""
     tokens = len(reading.ids)
     if query is None:
-        return tokens - 1 if reading.targets[-1] is not None else max(tokens - 2, 0)
+        return max((i for i, found in enumerate(predictions.counterfactuals) if found is not None), default=0)
     if not -tokens <= query < tokens:
         raise ConfigError(
             f"query={query}: the model reads {tokens} tokens of this text (query=0 to {tokens - 1}, or negative)"
@@ -92,24 +97,26 @@ def query_index(query: Optional[int], reading: Reading) -> int:
     return query % tokens
 
 
-def check_layer(layer: int, trained: Trained) -> None:
-    n_layer = trained.model.config.n_layer
-    if not 0 <= layer < n_layer:
-        raise ConfigError(
-            f"layer={layer}: this model has {n_layer} layer{'s' * (n_layer > 1)} (layer=0 to {n_layer - 1})"
-        )
+def recurrent(run: RunCheckpoints) -> str:
+    """'' for a run whose attention can be traced; for a recurrent one (model.mixer=gru, lstm), which a sweep may hold
+    beside attention runs, why it is skipped."""
+    mixer = load(run.checkpoint).model.config.mixer
+    if mixer is Mixer.attention:
+        return ""
+    return f"{run.name}: a recurrent run (model.mixer={mixer.value}) has no attention weights to trace"
 
 
-def read_run(run: RunEntry, config: AttendConfig) -> Read:
+def read_run(run: RunCheckpoints, config: AttendConfig) -> Report:
     """The run at the chosen step, read for the query; a setting it cannot take is a one-line error."""
-    path = run.checkpoint if config.step is None else checkpoint_at(run, config.step)
-    trained = load(path)
-    check_layer(config.layer, trained)
-    reading = read(trained, config.text)
-    if all(target is None for target in reading.targets):
-        raise ConfigError(f"text={config.text!r}: one token, so there is no next token to score; give two or more")
-    i = query_index(config.query, reading)
-    return Read(run, path, trained, reading, predict(trained, reading, config.layer, config.temperature), i)
+    path, checkpoint = load_at(run, config.step)
+    if problem := layer_problem(config.layer, checkpoint.model.config.n_layer):
+        raise ConfigError(problem)
+    reading = read(checkpoint, config.text)
+    predictions = predict(checkpoint, reading, config.layer, config.temperature)
+    if predictions.problem:
+        raise ConfigError(f"text={config.text!r}: {checkpoint.task.too_short}")
+    i = query_index(config.query, reading, predictions)
+    return Report(run, path, checkpoint, reading, predictions, i)
 
 
 def trace_text(reading: Reading, layer: int, i: int) -> str:
@@ -149,23 +156,26 @@ def trace_text(reading: Reading, layer: int, i: int) -> str:
     stats = {name: values[i] for name, values in row_statistics(trace.weights).items()}
     row = f"entropy {stats['entropy']:.3f} nats, largest weight {stats['max_weight']:.3f} (j={top} {labels[top]!r})"
     lines.append(f"row i: {row}, future mass {stats['future_mass']:.3f}")
-    if words := verdict(trace, i):
+    if words := verdict(reading, layer, i):
         lines.append(words)
     return "\n".join(lines)
 
 
 def losses_text(reading: Reading, predictions: Predictions, i: int) -> str:
-    """Every token's loss of predicting the next one, one strip a column, with the means the curves are named by."""
-    strips = predictions.strips
-    header = f"  {'i':>4}  {'token':<8} {'next':<8}" + "".join(f" {strip.name:>14}" for strip in strips)
-    lines = ["the loss of each token's prediction of the next (nats; the means are the terms of the curves named)"]
+    """Every position's loss on its target, one strip a column, with the means the curves are named by."""
+    strips, word = predictions.strips, reading.task.words.target
+    width = max(14, *(len(strip.name) for strip in strips))
+    header = f"  {'i':>4}  {'token':<8} {word.split()[0]:<8}" + "".join(f" {strip.name:>{width}}" for strip in strips)
+    lines = [
+        f"the loss of each position's prediction of its {word} (nats; the means are the terms of the curves named)"
+    ]
     lines.append(header)
     for position, label in enumerate(reading.labels):
         upcoming = strips[0].predictions[position].next
-        losses = "".join(f" {loss(strip.losses[position]):>14}" for strip in strips)
+        losses = "".join(f" {loss(strip.losses[position]):>{width}}" for strip in strips)
         here = "  <- query" if position == i else ""
         lines.append(f"  {position:>4}  {label!r:<8} {repr(upcoming) if upcoming else '':<8}{losses}{here}".rstrip())
-    means = "".join(f" {loss(strip.mean):>14}" for strip in strips)
+    means = "".join(f" {loss(strip.mean):>{width}}" for strip in strips)
     lines.append(f"  {'mean':>4}  {'':<8} {'':<8}{means}  ({', '.join(strip.tag for strip in strips)})")
     return "\n".join(lines)
 
@@ -174,49 +184,47 @@ def loss(value: float | None) -> str:
     return "" if value is None else f"{value:.3f}"
 
 
-def chance(p: float) -> str:
-    """A probability to three decimals, a smaller one in full: 0.507, 9.6e-05."""
-    return f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
-
-
-def prediction_text(read_run: Read, temperature: float, layer: int) -> str:
-    """The query's top five in each strip, the next token's probability, and the counterfactual line."""
-    i, predictions = read_run.query, read_run.predictions
+def prediction_text(read_run: Report, temperature: float, layer: int) -> str:
+    """The query's top five in each strip, its target's probability, and the counterfactual line."""
+    i, predictions, words = read_run.query, read_run.predictions, read_run.checkpoint.task.words
     upcoming = predictions.strips[0].predictions[i].next
-    target = f"the text's next token is {upcoming!r}" if upcoming else "the text ends here"
+    target = f"the text's {words.target} is {upcoming!r}" if upcoming else words.missing
     lines = [
-        f"query i={i} {read_run.reading.labels[i]!r}: its five likeliest next tokens at temperature {temperature:g}"
-        f" ({target})"
+        f"query i={i} {read_run.reading.labels[i]!r}: its five likeliest {words.target}s at temperature "
+        f"{temperature:g} ({target})"
     ]
     width = max(len(strip.name) for strip in predictions.strips) + 1
     for strip in predictions.strips:
         prediction = strip.predictions[i]
-        top = "  ".join(f"{label!r} {p:.3f}" for label, p in prediction.top)
-        scored = f";  p({upcoming!r}) {prediction.p_next:.3f}, loss {prediction.loss:.3f} nats" if upcoming else ""
+        top = "  ".join(f"{label!r} {probability(p)}" for label, p in prediction.top)
+        scored = (
+            f";  p({upcoming!r}) {probability(prediction.p_next)}, loss {prediction.loss:.3f} nats" if upcoming else ""
+        )
         lines.append(f"  {strip.name + ':':<{width}} {top}{scored}")
     found = predictions.counterfactuals[i]
     if found is None:
-        lines.append("what the look contributes needs the next token: the text has none after this query")
+        lines.append(words.no_counterfactual)
         return "\n".join(lines)
-    looks = ", ".join(f"{LOOKS[kind]} {chance(getattr(found, kind))}" for kind in COUNTERFACTUALS)
-    trained = chance(found.trained)
-    lines.append(f"what the look contributes, p({upcoming!r}) at layer {layer}: as trained {trained}, {looks}")
+    looks = ", ".join(f"{LOOKS[kind]} {probability(getattr(found, kind))}" for kind in COUNTERFACTUALS)
+    trained = probability(found.trained)
+    lines.append(f"what the look contributes, p({found.target!r}) at layer {layer}: as trained {trained}, {looks}")
     lines.append(found.words)
     return "\n".join(lines)
 
 
-def save_figure(read_run: Read, layer: int, title: str, path: Path, scale: float) -> None:
+def save_figure(read_run: Report, layer: int, title: str, path: Path, scale: float) -> None:
     """The Images tab's pattern figure of the weights, with the loss strips below it on one colour `scale` (nats).
     It is laid out for PATTERN_TOKENS labels a side; a longer text gets labels as much smaller and pixels as much
     denser, so that each label stays as many pixels tall."""
     labels = read_run.reading.labels
-    figure = pattern_figure(read_run.reading.layers[layer].weights, labels, title)
+    reading = read_run.reading
+    figure = pattern_figure(reading.layers[layer].weights, labels, title, reading.task.targets_ahead)
     shrink = max(1.0, len(labels) / PATTERN_TOKENS)
-    add_loss_strips(figure, read_run.predictions.strips, labels, scale, shrink, read_run.trained)
+    add_loss_strips(figure, read_run.predictions.strips, labels, scale, shrink, read_run.checkpoint)
     figure.savefig(path, dpi=100 * shrink)
 
 
-def add_loss_strips(figure, strips: list[Strip], labels: list[str], scale: float, shrink: float, trained) -> None:
+def add_loss_strips(figure, strips: list[Strip], labels: list[str], scale: float, shrink: float, checkpoint) -> None:
     """The text as a row of tokens coloured by their loss, one row a strip, under the heat map and as wide as it (so
     token i sits under key column i), and a colour key marking ln(vocab_size), a uniform guess's loss."""
     import numpy as np
@@ -250,7 +258,7 @@ def add_loss_strips(figure, strips: list[Strip], labels: list[str], scale: float
         axes.set_title(title, fontsize=8, loc="left")
     key = figure.add_axes([x0, KEY_INCHES * 0.55 / total, columns_width, KEY_INCHES * 0.15 / total])
     bar = figure.colorbar(image, cax=key, orientation="horizontal")
-    uniform = math.log(trained.model.config.vocab_size)
+    uniform = math.log(checkpoint.model.config.vocab_size)
     bar.ax.axvline(uniform, color="black", linewidth=1.5)
     bar.ax.tick_params(labelsize=7)
     bar.set_label(
@@ -258,14 +266,14 @@ def add_loss_strips(figure, strips: list[Strip], labels: list[str], scale: float
     )
 
 
-def loss_scale(readings: list[Read]) -> float:
+def loss_scale(readings: list[Report]) -> float:
     """One colour scale for every run's strips: up to the highest loss among them, and at least ln(vocab_size)."""
     highest = [x for read in readings for strip in read.predictions.strips for x in strip.losses if x is not None]
-    uniform = [math.log(read.trained.model.config.vocab_size) for read in readings]
+    uniform = [math.log(read.checkpoint.model.config.vocab_size) for read in readings]
     return max([1.0, *uniform, *highest])
 
 
-def png_path(out: Optional[str], run: RunEntry, layer: int, several: bool) -> Path:
+def png_path(out: Optional[str], run: RunCheckpoints, layer: int, several: bool) -> Path:
     name = "attention.png" if layer == 0 else f"attention_{layer}.png"
     if out is None:
         return run.run_dir / name
@@ -279,19 +287,20 @@ def check_settings(config: AttendConfig) -> None:
         raise ConfigError(problem)
 
 
-def report(found: Read, config: AttendConfig, scale: float, several: bool) -> None:
+def report(found: Report, config: AttendConfig, scale: float, several: bool) -> None:
     """One run's lines, and its PNG (written whether or not stdout still reads: trainer/cli.py's Output)."""
-    run, reading, trained = found.run, found.reading, found.trained
+    run, reading, checkpoint = found.run, found.reading, found.checkpoint
     header = f"== {run.name}" + (f"  ({run.label})" if run.label else "")
     print(f"{header}\n{run.note}" if run.note and found.path == run.checkpoint else header)
     cut = f" ({cut_note(reading)})" if cut_note(reading) else ""
-    print(f"{found.path.name}, step {trained.step}, layer {config.layer}; {len(reading.ids)} tokens{cut}")
+    print(f"{found.path.name}, step {checkpoint.step}, layer {config.layer}; {len(reading.ids)} tokens{cut}")
     print(trace_text(reading, config.layer, found.query))
     print(losses_text(reading, found.predictions, found.query))
     print(prediction_text(found, config.temperature, config.layer))
     path = png_path(config.out, run, config.layer, several)
     path.parent.mkdir(parents=True, exist_ok=True)
-    save_figure(found, config.layer, f"layer {config.layer}, step {trained.step}: {run.label or run.name}", path, scale)
+    title = f"layer {config.layer}, step {checkpoint.step}: {run.label or run.name}"
+    save_figure(found, config.layer, title, path, scale)
     print(f"wrote {path}\n")
 
 
@@ -302,11 +311,16 @@ def main(cfg: DictConfig) -> None:
         check_settings(config)
         runs = runs_of(config.ckpt)
         # Every run is read before anything is printed: a setting one of them cannot take stops all, in one line.
-        readings = {run.name: read_run(run, config) for run in runs if run.checkpoint}
+        skipped = {run.name: reason for run in runs if run.checkpoint and (reason := recurrent(run))}
+        readings = {run.name: read_run(run, config) for run in runs if run.checkpoint and run.name not in skipped}
+        if skipped and not readings:
+            raise ConfigError(f"ckpt={config.ckpt}: no run to trace; {'; '.join(skipped.values())}")
         scale = loss_scale(list(readings.values()))
         for run in runs:
             if run.name in readings:
-                report(readings[run.name], config, scale, len(readings) > 1)
+                report(readings[run.name], config, scale, len(readings) + len(skipped) > 1)
+            elif run.name in skipped:
+                print(f"== skipped {skipped[run.name]}\n")
             else:
                 header = f"== {run.name}" + (f"  ({run.label})" if run.label else "")
                 print(f"{header}\n{run.problem or 'no checkpoint (best.pt or last.pt) yet'}\n")

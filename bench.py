@@ -29,6 +29,7 @@ from benchmark.settings import BenchSettings, Section
 from benchmark.startup import bench_startup, bench_tokenization
 from benchmark.training import attention_summary, bench_attention, bench_throughput
 from data import prepare_tokens
+from task import task_for
 from trainer.cli import one_line_errors, run_with_one_line_errors
 from trainer.config import ConfigError, TrainConfig, to_train_config, to_typed
 from trainer.distributed import pick_device
@@ -113,7 +114,8 @@ def bench(config: TrainConfig, settings: BenchSettings, overrides: list[str]) ->
     sections = set(settings.sections)
     if sections & {Section.throughput, Section.attention}:
         data = prepare_tokens(config.data, config.tokenizer)
-        config = replace(config, model=replace(config.model, vocab_size=data.tokenizer.get_vocab_size()))
+        task = task_for(config, data.tokenizer)
+        config = replace(config, model=replace(config.model, vocab_size=task.tokenizer.get_vocab_size()))
     results: dict[str, Any] = {
         "machine": machine(device, config),
         "settings": asdict(settings),
@@ -121,7 +123,7 @@ def bench(config: TrainConfig, settings: BenchSettings, overrides: list[str]) ->
     }
     if Section.throughput in sections:
         log.info("throughput: batch %d x block %d", config.trainer.batch_size, config.model.block_size)
-        results["throughput"] = bench_throughput(config, settings, device, data.train)
+        results["throughput"] = bench_throughput(config, settings, device, task, data.train)
     if Section.attention in sections:
         results["attention"] = bench_attention(config, settings, device)
         results["attention_summary"] = attention_summary(results["attention"])

@@ -5,6 +5,9 @@ python sample.py ckpt=outputs/DATE/TIME/best.pt prompt="ROMEO:" num_samples=3 ma
     top_k=40
 """
 
+import trainer.startup  # noqa: F401 (first of all: a Ctrl-C while torch loads ends in one line, trainer/startup.py)
+
+# isort: split
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,15 +19,15 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 from tokenizers import Tokenizer
 
-from data.tokenizer import encode_known
 from model import ModelConfig, TinyLM
-from trainer.checkpoint import BEST, LAST, CheckpointError, load_checkpoint, model_config
+from task import Task
+from trainer.checkpoint import BEST, LAST, CheckpointError
 from trainer.cli import one_line_errors, run_with_one_line_errors
 from trainer.config import ConfigError, to_typed
 from trainer.distributed import pick_device
 from trainer.memory import free_bytes
-from viewer.checkpoints import named_checkpoint
-from viewer.generation import sample_ids, seed_problem, temperature_problem
+from viewer.checkpoints import load, named_checkpoint
+from viewer.generation import blanks_problem, seed_problem, temperature_problem, write
 
 
 @dataclass
@@ -36,6 +39,7 @@ class SampleConfig:
     temperature: float = 1.0  # below 1: safer, more repetitive; above 1: wilder
     top_k: Optional[int] = None  # sample only among the k likeliest tokens
     seed: int = 1337
+    likeliest: bool = False  # take each token's likeliest (top_k=1): greedy text, or each blank's best guess
     device: str = "auto"
 
 
@@ -62,11 +66,15 @@ def check_sample_config(config: SampleConfig) -> None:
         raise ConfigError("; ".join(problems))
 
 
-def encode_prompt(tokenizer: Tokenizer, prompt: str) -> list[int]:
-    """The prompt's token ids; characters a char-level model never saw are refused (BPE encodes any text)."""
+def encode_prompt(task: Task, prompt: str) -> list[int]:
+    """The prompt's token ids; characters a char-level model never saw are refused (BPE encodes any text), and so is
+    a prompt the run cannot write from (one without a blank, for a model that fills blanks)."""
     if not prompt:
         raise ConfigError('prompt: must not be empty; the default is a line break, prompt="\\n"')
-    return encode_known(tokenizer, prompt, "prompt")
+    ids = task.encode(prompt, "prompt")
+    if problem := blanks_problem(task, ids, "prompt"):
+        raise ConfigError(problem)
+    return ids
 
 
 def generation_bytes(config: SampleConfig, prompt_tokens: int, model: ModelConfig) -> int:
@@ -91,12 +99,15 @@ def check_memory(config: SampleConfig, prompt_tokens: int, model: ModelConfig, d
         )
 
 
-def generate(model: TinyLM, prompt: list[int], config: SampleConfig, device: torch.device) -> list[list[int]]:
-    """Each sample's ids, prompt first; what the estimate missed (memory that ran out, weights that give no
-    probabilities) becomes one line."""
+def generate(
+    task: Task, model: TinyLM, prompt: list[int], config: SampleConfig, device: torch.device
+) -> list[list[int]]:
+    """Each sample's ids as the task writes them (continued, or its blanks filled); what the estimate missed (memory
+    that ran out, weights that give no probabilities) becomes one line."""
     try:
-        settings = config.max_new_tokens, config.temperature, config.top_k, config.seed, config.num_samples
-        return sample_ids(model, prompt, *settings, device=device)
+        top_k = 1 if config.likeliest else config.top_k
+        settings = config.max_new_tokens, config.temperature, top_k, config.seed, config.num_samples
+        return write(task, model, prompt, *settings, device=device)
     except (MemoryError, RuntimeError) as error:  # torch.OutOfMemoryError is a RuntimeError
         reason = str(error).strip().splitlines()[0][:160] if str(error).strip() else type(error).__name__
         if isinstance(error, MemoryError) or "allocate" in reason or "out of memory" in reason:
@@ -129,16 +140,12 @@ def main(cfg: DictConfig) -> None:
         chosen = named_checkpoint(config.ckpt, "ckpt", READ_ORDER)
         if chosen.note:  # the run's last.pt is damaged: its best.pt is read, and said so
             print(chosen.note, file=sys.stderr)
-        checkpoint = load_checkpoint(chosen.path)  # weights only: no code runs
-        tokenizer = Tokenizer.from_str(checkpoint["tokenizer"])
-        prompt = encode_prompt(tokenizer, config.prompt)
+        checkpoint = load(chosen.path)  # weights only: no code runs
+        prompt = encode_prompt(checkpoint.task, config.prompt)
         device = pick_device(config.device, "device")
-        model_settings = model_config(checkpoint)
-        check_memory(config, len(prompt), model_settings, device)
-        model = TinyLM(model_settings).to(device)
-        model.load_state_dict(checkpoint["model"])
-        model.eval()
-        print_samples(tokenizer, generate(model, prompt, config, device))
+        check_memory(config, len(prompt), checkpoint.model.config, device)
+        model = checkpoint.model.to(device)
+        print_samples(checkpoint.tokenizer, generate(checkpoint.task, model, prompt, config, device))
 
 
 if __name__ == "__main__":

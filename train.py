@@ -22,7 +22,7 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 from trainer import distributed
 from trainer.checkpoint import BEST, Checkpointer, load_checkpoint, unwritable_events
 from trainer.cli import one_line_errors, run_with_one_line_errors
-from trainer.config import TrainConfig, register_schema, to_train_config
+from trainer.config import TrainConfig, objective_key, register_schema, to_train_config
 from trainer.distributed import Ranks, pick_device
 from trainer.evaluate import estimate_loss
 from trainer.memory import check_memory
@@ -37,6 +37,7 @@ from trainer.run_dir import (
     clear_unfinished_attempt,
     record_branch,
     register_resolvers,
+    removed_if_refused,
     resume_dir,
 )
 from trainer.schedule import Schedule
@@ -112,14 +113,12 @@ def training_loop(config: TrainConfig, run_dir: Path, checkpoint: Optional[dict]
 def evaluate(run: TrainingRun, recorder: Recorder | NullRecorder, checkpointer: Checkpointer) -> dict[str, float]:
     """Both splits' losses, averaged over the ranks, recorded with what the attention does, and the step's weights
     kept (RUN/steps/step-N.pt) where kept_steps says so; the throughput clock stops meanwhile."""
-    settings, ranks = run.config.trainer, run.ranks
+    settings, ranks, data = run.config.trainer, run.ranks, run.data
     with recorder.evaluating():
-        splits = {"train": run.data.train, "val": run.data.val}
+        splits = {"train": data.train, "val": data.val}
         seed = ranks.seed(settings.seed + 1)  # not the windows of the first training steps
-        losses = estimate_loss(
-            run.model, splits, settings.batch_size, settings.eval_iters, seed, ranks.device, settings.precision
-        )
-        losses = ranks.mean(losses | run.far_loss())  # data=copy: also the loss where the far token decides
+        losses = estimate_loss(run.model, run.task, splits, run.config, seed, ranks.device, len(data.train))
+        losses = ranks.mean(losses)
         recorder.evaluation(run.step, losses)
         checkpointer.evaluated()
     return losses
@@ -127,7 +126,7 @@ def evaluate(run: TrainingRun, recorder: Recorder | NullRecorder, checkpointer: 
 
 @hydra.main(version_base="1.3", config_path=str(Path(__file__).parent / "configs"), config_name="train")
 def main(cfg: DictConfig) -> float:
-    with one_line_errors():
+    with one_line_errors(), removed_if_refused():  # a start refused before it trains leaves nothing behind
         # Every value is checked before any work starts; a resumed run takes its settings from its checkpoint.
         checkpoint, run_dir = None, Path(HydraConfig.get().runtime.output_dir)
         if path := checkpoint_to_resume(cfg.trainer.resume, run_dir):
@@ -151,9 +150,9 @@ def main(cfg: DictConfig) -> float:
                 distributed.stop(ranks)
         done = time.perf_counter() - started
         log.info("done in %.0fs: val loss %.4f. To see it: %s", done, losses["val"], tensorboard_command(run_dir))
-    # What a Hydra sweeper (Optuna, Nevergrad, Ax) minimises, trainer.objective: by default the loss with the causal
-    # mask on, which a leaky run cannot fake (for a causal run it is val/loss itself).
-    return losses[config.trainer.objective.value]
+    # What a Hydra sweeper (Optuna, Nevergrad, Ax) minimises, trainer.objective: by default the task's loss with its
+    # targets hidden, which a leaky run cannot fake (for a causal next-token run it is val/loss itself).
+    return losses[objective_key(config)]
 
 
 if __name__ == "__main__":

@@ -3,7 +3,9 @@
 # CPU-only machine; the first person with a GPU runs it once and fixes what breaks):
 #   - the default model and the leak preset in fp32, bf16 and fp16 (fp16 with its GradScaler),
 #   - one torch.compile run, one one-GPU torchrun over nccl,
-#   - tokens/s and model-FLOPs utilisation (bench.py) in each precision, beside the same on this machine's CPU.
+#   - tokens/s and model-FLOPs utilisation (bench.py) in each precision, beside the same on this machine's CPU,
+#   - the lesson's serial cost: one attention, GRU and LSTM layer against the sequence length (bench.py's recurrence
+#     section), where thousands of operations run at once.
 #
 #   PYTHON=.venv/bin/python OUT=gpu_check bash benchmark/gpu_check.sh
 #
@@ -49,6 +51,8 @@ step torchrun_nccl 240 "$PYTHON" -m torch.distributed.run --standalone --nproc_p
     "hydra.run.dir=$OUT/runs/torchrun_nccl"
 step bench_cpu 300 "$PYTHON" bench.py bench.sections=[throughput] trainer.device=cpu \
     "bench.json_path=$OUT/bench_cpu.json" "hydra.run.dir=$OUT/bench/cpu"
+step recurrence_gpu 300 "$PYTHON" bench.py bench.sections=[recurrence] trainer.device=cuda \
+    "bench.json_path=$OUT/recurrence_gpu.json" "hydra.run.dir=$OUT/bench/recurrence"
 
 "$PYTHON" - "$OUT" <<'EOF'
 """The table: every step's status and time, the final losses of the runs, and the benchmarks' medians."""
@@ -77,9 +81,11 @@ for row in csv.DictReader((out / "results.tsv").open(), delimiter="\t"):
             pass
     bench = out / f"{name}.json"
     if bench.exists():
-        throughput = json.loads(bench.read_text()).get("throughput", {})
-        cells[3] = f"{throughput['full_step_tokens_per_s']:,.0f}"  # medians over the repeats
-        cells[4] = f"{throughput['mfu']:.1%}"
+        throughput = json.loads(bench.read_text()).get("throughput")
+        if throughput:  # the recurrence section's table is in its log
+            cells[3] = f"{throughput['full_step_tokens_per_s']:,.0f}"  # medians over the repeats
+            cells[4] = f"{throughput['mfu']:.1%}"
     print(f"| {name} | {row['status']} | {row['seconds']} | " + " | ".join(cells) + " |")
 print("\nleak runs: model.causal=True / False; the unmasked run's val/loss_causal must stay far above the masked one's")
+print(f"the serial cost on this GPU: the table at the end of {out / 'recurrence_gpu.log'}")
 EOF

@@ -21,8 +21,8 @@ from benchmark.timing import (
     synchronize,
     with_spread,
 )
-from data import get_batch
 from model import TinyLM
+from task import Task
 from trainer.config import Precision, TrainConfig
 from trainer.distributed import pick_device
 from trainer.run import build_model
@@ -52,7 +52,7 @@ def square_matmul(size: int, precision: Precision, device: torch.device) -> Call
 
 
 def bench_throughput(
-    config: TrainConfig, settings: BenchSettings, device: torch.device, train_tokens: np.ndarray
+    config: TrainConfig, settings: BenchSettings, device: torch.device, task: Task, train_tokens: np.ndarray
 ) -> dict[str, Any]:
     """Tokens/s of the configured model's training step, in full (batch sampling, forward, backward, optimizer) and
     for the compute alone on one preloaded batch; and the full step's FLOP/s against this machine's matmul, whose
@@ -61,10 +61,10 @@ def bench_throughput(
     train_step, trainer = TrainStep.of(config, model, optimizer), config.trainer
     batch_size, block_size, lr = trainer.batch_size, config.model.block_size, config.optim.lr
     batches = torch.Generator().manual_seed(trainer.seed)
-    x, y = get_batch(train_tokens, batch_size, block_size, batches, device)
+    x, y = task.draw(train_tokens, batch_size, batches, device)
 
     def full_step() -> None:
-        train_step(*get_batch(train_tokens, batch_size, block_size, batches, device), lr)
+        train_step(*task.draw(train_tokens, batch_size, batches, device), lr)
 
     def compute_step() -> None:
         train_step(x, y, lr)

@@ -1,6 +1,6 @@
 """The text a model learns from: sources, tokenizers, the token cache and batches."""
 
-from data.batches import check_fits, get_batch
+from data.batches import check_fits, draw_windows, window_at
 from data.cache import TokenData, prepare_tokens
 from data.errors import DataError
 from data.sources import DataConfig, Source, data_problems, load_text
@@ -15,10 +15,11 @@ __all__ = [
     "TokenizerKind",
     "check_fits",
     "data_problems",
+    "draw_windows",
     "encode",
     "encode_chunks",
-    "get_batch",
     "load_text",
     "prepare_tokens",
     "train_tokenizer",
+    "window_at",
 ]

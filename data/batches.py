@@ -1,4 +1,5 @@
-"""Training batches: random windows of block_size + 1 tokens, drawn from a seeded generator."""
+"""Training windows: runs of consecutive tokens at random places of a split, drawn from a seeded generator. What a
+window's tokens are trained to predict is the task's (task/)."""
 
 import numpy as np
 import torch
@@ -16,14 +17,17 @@ def check_fits(splits: dict[str, np.ndarray], block_size: int) -> None:
             )
 
 
-def get_batch(
-    tokens: np.ndarray, batch_size: int, block_size: int, generator: torch.Generator, device: torch.device
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Inputs and next-token targets, each (batch_size, block_size)."""
-    starts = torch.randint(len(tokens) - block_size, (batch_size,), generator=generator).numpy()
-    windows = torch.from_numpy(tokens[starts[:, None] + np.arange(block_size + 1)].astype(np.int64))
+def window_at(tokens: np.ndarray, starts: torch.Tensor, span: int) -> torch.Tensor:
+    """(len(starts), span) int64 token ids: the `span` tokens from each start."""
+    return torch.from_numpy(tokens[starts.numpy()[:, None] + np.arange(span)].astype(np.int64))
+
+
+def draw_windows(
+    tokens: np.ndarray, batch_size: int, span: int, generator: torch.Generator, device: torch.device
+) -> torch.Tensor:
+    """(batch_size, span) windows at places drawn from `generator`, on `device`."""
+    starts = torch.randint(len(tokens) - span + 1, (batch_size,), generator=generator)
+    windows = window_at(tokens, starts, span)
     if device.type == "cuda":
-        windows = windows.pin_memory().to(device, non_blocking=True)
-    else:
-        windows = windows.to(device)
-    return windows[:, :-1], windows[:, 1:]
+        return windows.pin_memory().to(device, non_blocking=True)
+    return windows.to(device)

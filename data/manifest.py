@@ -18,8 +18,8 @@ class DamagedEntry(Exception):
 
 
 def checksum(file: BinaryIO) -> int:
-    # crc32 finds any damage of up to 32 bits in a row and all but one in 4 billion others, at ~2.5 GB/s here:
-    # 4 times blake2b's speed. (Telling texts apart, where a collision would go unnoticed, takes a real hash.)
+    # crc32 finds any damage of up to 32 bits in a row and all but one in 4 billion others, several times faster than
+    # blake2b (docs/benchmark.md). (Telling texts apart, where a collision would go unnoticed, takes a real hash.)
     value, block = 0, bytearray(CRC_BLOCK_BYTES)
     view = memoryview(block)
     while size := file.readinto(block):

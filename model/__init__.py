@@ -1,8 +1,10 @@
 """The single-head attention language model of the lesson."""
 
-from model.attention import AttentionResult, MaskReading, SingleHeadSelfAttention, attention
+from model.attention import AttentionResult, Look, SingleHeadSelfAttention, attention, reference_path
 from model.config import Mixer, ModelConfig, QKInit
+from model.mask import future_keys, mask_value
 from model.softmax_jacobian import softmax_jacobian_norm
+from model.statistics import MaskReading
 from model.tinylm import (
     TinyLM,
     model_problems,
@@ -13,6 +15,7 @@ from model.tinylm import (
 
 __all__ = [
     "AttentionResult",
+    "Look",
     "MaskReading",
     "Mixer",
     "ModelConfig",
@@ -20,9 +23,12 @@ __all__ = [
     "SingleHeadSelfAttention",
     "TinyLM",
     "attention",
+    "future_keys",
+    "mask_value",
     "model_problems",
     "parameters_of",
     "reads_only_the_past",
+    "reference_path",
     "softmax_jacobian_norm",
     "stores_scores",
 ]

@@ -2,6 +2,7 @@
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import NamedTuple, Optional
 
 import torch
@@ -9,15 +10,35 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from model.config import ModelConfig, QKInit
+from model.mask import future_keys, mask_value
+from model.statistics import MaskReading, read_mask
 
 
 class AttentionResult(NamedTuple):
     output: Tensor  # (..., T, d_v): the weighted sums of the values
     weights: Tensor  # (..., T, T): row i is query i's distribution over the keys
     scores: Tensor  # (..., T, T): what the softmax was fed: the scaled (and capped) scores; the mask value where masked
+    raw: Tensor  # (..., T, T): step 1 alone, q_i . k_j
+    values: Tensor  # (..., T, d_v): the v_j the weighted sum mixes
 
 
 Reweigh = Callable[[Tensor], Tensor]  # weights (..., T, T) -> the weights to mix the values with instead
+
+
+@dataclass
+class Look:
+    """The one way to see inside the attention of a forward pass: given to TinyLM's forward, every attention layer
+    takes the reference path and appends its AttentionResult to `results`, in layer order; a layer whose index
+    `reweigh` holds mixes its values with reweigh[layer](weights) instead of its own weights (a counterfactual look)."""
+
+    reweigh: dict[int, Reweigh] = field(default_factory=dict)
+    results: list[AttentionResult] = field(default_factory=list)
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, **settings) -> AttentionResult:
+        """attention() for the next layer (layers call in order, so the results so far number its index), kept."""
+        result = attention(q, k, v, reweigh=self.reweigh.get(len(self.results)), **settings)
+        self.results.append(result)
+        return result
 
 
 def attention(
@@ -41,7 +62,7 @@ def attention(
     mixed with reweigh(weights), and those weights are returned.
     """
     d_k = q.size(-1)
-    scores = q @ k.transpose(-2, -1)  # score: q_i . k_j for every pair
+    scores = raw = q @ k.transpose(-2, -1)  # score: q_i . k_j for every pair
     if scale:
         scores = scores / math.sqrt(d_k)  # scale: keep the spread of the scores independent of d_k
     if softcap:
@@ -52,26 +73,7 @@ def attention(
     weights = F.softmax(scores, dim=-1)  # softmax over the keys
     if reweigh is not None:
         weights = reweigh(weights)  # a counterfactual look: other weights, the same values
-    return AttentionResult(weights @ v, weights, scores)  # weighted sum of the values
-
-
-def future_keys(T: int, device: torch.device) -> Tensor:
-    """(T, T), true where key j comes after query i (j > i): the upper triangle the causal mask hides."""
-    return torch.ones(T, T, dtype=torch.bool, device=device).triu(diagonal=1)
-
-
-class MaskReading(NamedTuple):
-    """What the mask let through in a training forward pass, read while it happens (the reference path)."""
-
-    future_mass: Tensor  # mean over query rows of the weight on keys j > i: exactly 0 under a mask of minus infinity
-    allowed_min: Tensor  # the smallest score the softmax was fed at an allowed key j <= i
-
-
-@torch.no_grad()
-def read_mask(result: AttentionResult) -> MaskReading:
-    future = future_keys(result.scores.size(-1), result.scores.device)
-    future_mass = result.weights.masked_fill(~future, 0).sum(-1).mean()
-    return MaskReading(future_mass, result.scores.masked_fill(future, math.inf).amin())
+    return AttentionResult(weights @ v, weights, scores, raw, v)  # weighted sum of the values
 
 
 class SingleHeadSelfAttention(nn.Module):
@@ -92,9 +94,10 @@ class SingleHeadSelfAttention(nn.Module):
         # W^Q and W^K grow. No bias: a key bias b would add q_i . b to all of row i's scores, which the softmax ignores.
         qk_norm = config.qk_norm and self.projections
         self.q_norm, self.k_norm = (nn.LayerNorm(d_k, bias=False) if qk_norm else nn.Identity() for _ in range(2))
+        self.config = config
         self.scale, self.causal, self.softcap = config.scale, config.causal, config.softcap  # what attention() reads
         self.mask_value = mask_value(config)
-        self.qk_init, self.fused = config.qk_init, config.fused
+        self.qk_init = config.qk_init
         self.reading: Optional[MaskReading] = None  # the last training forward pass's, on the reference path
         self.reset_qk()
 
@@ -107,42 +110,29 @@ class SingleHeadSelfAttention(nn.Module):
             else:
                 W.reset_parameters()
 
-    def forward(
-        self,
-        x: Tensor,
-        *,
-        causal: bool | None = None,
-        capture: list[AttentionResult] | None = None,
-        reweigh: Optional[Reweigh] = None,
-    ) -> Tensor:
+    def forward(self, x: Tensor, *, causal: bool | None = None, look: Optional[Look] = None) -> Tensor:
         """x (B, T, d_model) -> (B, T, d_model).
 
         `causal` overrides the layer's own setting: True forces the true mask on (minus infinity, whatever the
-        layer's mask_value), False takes it off. Given a `capture` list, the layer takes the reference path (the
-        fused kernel returns no weights) and appends its AttentionResult to it; given `reweigh`, the reference path
-        mixes the values with reweigh(weights) (see attention()). A training forward pass on the reference path
-        keeps what its mask let through in `reading`.
+        layer's mask_value), False takes it off. Given a `look`, the layer takes the reference path (the fused
+        kernel returns no weights) and keeps its AttentionResult there. A training forward pass on the reference
+        path keeps what its mask let through in `reading`.
         """
         mask = self.mask_value if causal is None else -math.inf
         causal = self.causal if causal is None else causal
         q, k, v = self.project(x)
-        finite_mask = causal and mask > -math.inf
-        # the fused kernel can neither cap, capture nor reweigh, and its is_causal mask is minus infinity
-        if capture is not None or reweigh is not None or not self.fused or self.softcap or finite_mask:
-            result = attention(
-                q, k, v, scale=self.scale, causal=causal, softcap=self.softcap, mask_value=mask, reweigh=reweigh
-            )
-            if capture is not None:
-                capture.append(result)
-            if causal and self.training and torch.is_grad_enabled():
-                self.reading = read_mask(result)
-            return self.W_O(result.output)
-        # The fused kernel, on views (B, 1 head, T, d) of the projection: scale=1.0 switches the division off.
-        # Its CPU flash path wants d_k == d_v; otherwise it takes its math path, which up to block 256 takes
-        # 0.6-0.9x the time of zero-padding q, k, v to one width for the flash path (at 1024, up to 1.8x).
-        scale = 1 / math.sqrt(q.size(-1)) if self.scale else 1.0
-        y = F.scaled_dot_product_attention(q[:, None], k[:, None], v[:, None], is_causal=causal, scale=scale)
-        return self.W_O(y[:, 0])
+        if look is None and not reference_path(self.config, causal, mask):
+            # The fused kernel, on views (B, 1 head, T, d) of the projection: scale=1.0 switches the division off.
+            # Its CPU flash path wants d_k == d_v; otherwise it takes its math path, which at tinylm's block sizes
+            # is faster than zero-padding q, k, v to one width (docs/benchmark.md).
+            scale = 1 / math.sqrt(q.size(-1)) if self.scale else 1.0
+            y = F.scaled_dot_product_attention(q[:, None], k[:, None], v[:, None], is_causal=causal, scale=scale)
+            return self.W_O(y[:, 0])
+        settings = {"scale": self.scale, "causal": causal, "softcap": self.softcap, "mask_value": mask}
+        result = look.attend(q, k, v, **settings) if look is not None else attention(q, k, v, **settings)
+        if causal and self.training and torch.is_grad_enabled():
+            self.reading = read_mask(result)
+        return self.W_O(result.output)
 
     def project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """q, k, v of x, each with its own W but in one matmul against W^Q, W^K, W^V stacked; q and k normed.
@@ -155,6 +145,20 @@ class SingleHeadSelfAttention(nn.Module):
         return self.q_norm(q), self.k_norm(k), v
 
 
-def mask_value(config: ModelConfig) -> float:
-    """The score the mask writes over future keys: model.mask_value, null meaning minus infinity."""
-    return -math.inf if config.mask_value is None else config.mask_value
+def reference_path(config: ModelConfig, causal: bool | None = None, mask: float | None = None) -> str:
+    """Why attention with these settings takes the reference path rather than the fused kernel
+    (F.scaled_dot_product_attention), which can neither cap scores nor write a finite mask value; '' where the kernel
+    serves. `causal` and `mask` are a forward's own (None: the settings')."""
+    causal = config.causal if causal is None else causal
+    mask = mask_value(config) if mask is None else mask
+    path = "training takes the reference path"
+    if not config.fused:
+        return f"model.fused=false: {path}"
+    if config.softcap:
+        return f"model.softcap={config.softcap:g}: the fused attention kernel cannot cap scores; {path}"
+    if causal and mask > -math.inf:
+        return (
+            f"model.mask_value={config.mask_value:g}: the fused kernel's causal mask is minus infinity; {path}, which "
+            "writes this value over the future keys' scores"
+        )
+    return ""

@@ -12,9 +12,11 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.overrides import TorchFunctionMode
 
-from model.attention import AttentionResult, SingleHeadSelfAttention, mask_value
+from model.attention import Look, SingleHeadSelfAttention, reference_path
 from model.config import Mixer, ModelConfig
+from model.mask import mask_value
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +58,7 @@ def model_problems(config: ModelConfig) -> list[str]:
 def stores_scores(config: ModelConfig) -> bool:
     """Whether training keeps every layer's (T, T) scores and weights: the reference path, which a finite mask, the
     softcap or model.fused=false take; the fused kernel keeps none, nor does a recurrent layer."""
-    finite_mask = config.causal and mask_value(config) > -math.inf
-    return config.mixer is Mixer.attention and (not config.fused or bool(config.softcap) or finite_mask)
+    return config.mixer is Mixer.attention and bool(reference_path(config))
 
 
 def reads_only_the_past(config: ModelConfig) -> bool:
@@ -100,12 +101,10 @@ class Block(nn.Module):
         self.ln_mlp = nn.LayerNorm(config.d_model) if config.mlp else None
         self.mlp = MLP(config) if config.mlp else None
 
-    def forward(
-        self, x: Tensor, causal: Optional[bool] = None, capture: Optional[list[AttentionResult]] = None
-    ) -> Tensor:
-        """`causal` and `capture` as in TinyLM.forward; a recurrent block reads only the past and captures nothing."""
+    def forward(self, x: Tensor, causal: Optional[bool] = None, look: Optional[Look] = None) -> Tensor:
+        """`causal` and `look` as in TinyLM.forward; a recurrent block reads only the past and shows no look."""
         h = self.ln_attn(x)
-        mixed = self.recurrence(h) if self.attn is None else self.attn(h, causal=causal, capture=capture)
+        mixed = self.recurrence(h) if self.attn is None else self.attn(h, causal=causal, look=look)
         x = x + self.attn_dropout(mixed)
         if self.mlp is not None:
             x = x + self.mlp(self.ln_mlp(x))
@@ -135,33 +134,19 @@ class TinyLM(nn.Module):
         """Each block's attention layer, in order: none in a recurrent model."""
         return [block.attn for block in self.blocks if block.attn is not None]
 
-    def forward(
-        self,
-        idx: Tensor,
-        targets: Optional[Tensor] = None,
-        *,
-        causal: Optional[bool] = None,
-        capture: Optional[list[AttentionResult]] = None,
-    ) -> Tensor:
-        """Token ids (B, T) -> next-token logits (B, T, vocab_size); given targets (B, T), their loss instead.
+    def forward(self, idx: Tensor, *, causal: Optional[bool] = None, look: Optional[Look] = None) -> Tensor:
+        """Token ids (B, T) -> logits (B, T, vocab_size): what each position predicts (the task says of what; the
+        loss is the task's, task/loss.py).
 
-        The loss goes through forward so that DistributedDataParallel, which wraps forward, sees it.
         `causal` overrides config.causal: a model trained without the mask (or with a finite one), evaluated with the
-        true mask (causal=True: minus infinity), can no longer read the answer. Given a `capture` list, every
-        attention layer appends its AttentionResult to it, in order.
+        true mask (causal=True: minus infinity), can no longer read the right side. Given a `look`, every attention
+        layer keeps its internals there (model/attention.py's Look).
         """
         positions = torch.arange(idx.size(1), device=idx.device)
         x = self.dropout(self.token_embedding(idx) + self.position_embedding(positions))
         for block in self.blocks:
-            x = block(x, causal, capture)
-        logits = self.lm_head(self.ln_f(x))
-        if targets is None:
-            return logits
-        return F.cross_entropy(logits.flatten(0, 1), targets.flatten())  # mean over tokens, nats per token
-
-    def loss(self, idx: Tensor, targets: Tensor, *, causal: Optional[bool] = None) -> Tensor:
-        """Mean cross-entropy of the next-token predictions, in nats per token; `causal` as in forward."""
-        return self(idx, targets, causal=causal)
+            x = block(x, causal, look)
+        return self.lm_head(self.ln_f(x))
 
     @torch.no_grad()
     def generate(
@@ -183,26 +168,34 @@ class TinyLM(nn.Module):
         return idx
 
 
+class Uninitialised(TorchFunctionMode):
+    """torch.nn.init's functions leave their tensor as it is: on the meta device there are no values to set, and
+    there normal_ runs PyTorch's Python reference, which imports torch's compiler."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if getattr(func, "__module__", None) == "torch.nn.init":
+            return args[0] if args else kwargs["tensor"]
+        return func(*args, **(kwargs or {}))
+
+
 def parameters_of(config: ModelConfig) -> int:
-    """The parameters of a TinyLM with these settings, counted on the meta device (no memory, no time)."""
-    with torch.device("meta"):
-        return sum(p.numel() for p in TinyLM(config).parameters())
+    """The parameters of a TinyLM with these settings, counted on the meta device (no memory): one layer built
+    whole, the others as many times one block, so a huge n_layer costs no time either. OverflowError for a size
+    no tensor can have."""
+    with torch.device("meta"), Uninitialised():
+        try:
+            one_layer = sum(p.numel() for p in TinyLM(replace(config, n_layer=1)).parameters())
+            block = sum(p.numel() for p in Block(config).parameters())
+        except (RuntimeError, TypeError) as error:  # a tensor past 2**63 bytes: torch cannot even describe it
+            raise OverflowError(str(error)) from None
+    return one_layer + (config.n_layer - 1) * block
 
 
 def notes(model: TinyLM) -> list[str]:
     """What a run's log says of the model beyond its settings: which path trains, what the mixer costs."""
     config, lines = model.config, []
-    fused = config.fused and config.mixer is Mixer.attention  # asked for
-    if config.softcap and fused:
-        lines.append(
-            f"model.softcap={config.softcap:g}: the fused attention kernel cannot cap scores; training takes the "
-            "reference path"
-        )
-    if config.causal and mask_value(config) > -math.inf and fused:
-        lines.append(
-            f"model.mask_value={config.mask_value:g}: the fused kernel's causal mask is minus infinity; training "
-            "takes the reference path, which writes this value over the future keys' scores"
-        )
+    if config.fused and config.mixer is Mixer.attention and (reason := reference_path(config)):
+        lines.append(reason)  # the fused kernel was asked for
     if config.mixer is not Mixer.attention:
         own = sum(p.numel() for p in model.parameters())
         attending = parameters_of(replace(config, mixer=Mixer.attention))

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from matplotlib import colormaps
 
-from summary.runs import Run, as_word, is_number
+from summary.runs import RunCurves, as_word, is_number
 
 LINESTYLES = {True: "-", False: "--"}
 # TensorBoard's run colours (tensorboard 2.21, tf_color_scale's default palette, Paul Tol's colour-blind-safe one),
@@ -42,7 +42,7 @@ class Encoding:
     legend: LegendEntries
 
 
-def encode(runs: list[Run], keys: list[str], style_first: str | None = None) -> Encoding:
+def encode(runs: list[RunCurves], keys: list[str], style_first: str | None = None) -> Encoding:
     """The look of each run, and the legend that decodes them, from the swept `keys` (see the module's doc)."""
     if not keys or len({repr([run.settings.get(key) for key in keys]) for run in runs}) < len(runs):
         colours = palette(len(runs))
@@ -87,7 +87,7 @@ def word(value: Any) -> str:
     return "not set" if value is None else as_word(value)
 
 
-def style_key_of(runs: list[Run], keys: list[str], preferred: str | None) -> str | None:
+def style_key_of(runs: list[RunCurves], keys: list[str], preferred: str | None) -> str | None:
     """The key that gives the line style (see the module's doc); None where no key can."""
     switches = [key for key in keys if all(isinstance(run.settings.get(key), bool) for run in runs)]
     pairs = [key for key in keys if is_pair(runs, key)]
@@ -101,13 +101,13 @@ def style_key_of(runs: list[Run], keys: list[str], preferred: str | None) -> str
     return keys[1] if candidates == keys else candidates[0]
 
 
-def is_pair(runs: list[Run], key: str) -> bool:
+def is_pair(runs: list[RunCurves], key: str) -> bool:
     """Whether the runs give `key` two values, neither a number (attention, gru): two line styles tell them apart."""
     values = {repr(run.settings.get(key)): run.settings.get(key) for run in runs}
     return len(values) == 2 and not any(is_number(value) for value in values.values())
 
 
-def line_styles(runs: list[Run], key: str | None) -> dict[str, str]:
+def line_styles(runs: list[RunCurves], key: str | None) -> dict[str, str]:
     """repr(value) -> its line style: a switch's true solid and false dashed, else the first value seen solid."""
     if key is None:
         return {}

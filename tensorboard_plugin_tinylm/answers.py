@@ -8,18 +8,28 @@ from pathlib import Path
 import torch
 
 from data.errors import DataError
-from data.tokenizer import encode_known
+from model.statistics import SATURATED
+from task.fill_blank import MARKER
 from trainer.checkpoint import CheckpointError
 from trainer.config import ConfigError
-from trainer.diagnostics import SATURATED, token_labels
-from viewer.checkpoints import Trained, load
-from viewer.generation import TEMPERATURES, sample_ids, seed_problem, temperature_problem
-from viewer.predictions import Counterfactual, Predictions, Strip, predict
-from viewer.readings import MAX_CHARS, VALIDATION_LINE, cut_note, read, row_statistics, verdict
-from viewer.runs import RunEntry, checkpoint_at, list_runs, run_entry
+from trainer.diagnostics import token_labels
+from viewer.checkpoints import Checkpoint
+from viewer.generation import TEMPERATURES, blanks_problem, seed_problem, temperature_problem, write
+from viewer.predictions import COUNTERFACTUALS, Counterfactual, Predictions, Strip, predict
+from viewer.readings import (
+    MAX_CHARS,
+    VALIDATION_LINE,
+    Reading,
+    cut_note,
+    layer_problem,
+    read,
+    row_statistics,
+    verdict,
+)
+from viewer.runs import RunCheckpoints, list_runs, load_at, run_checkpoints
 
 DIGITS = 7  # decimals sent: far below what a person reads, and the numbers equal the reference path's to 1e-6
-MAX_GENERATE = 500  # tokens /generate writes at most: 200 take well under 2 s on a default model, 500 a few seconds
+MAX_GENERATE = 500  # tokens /generate writes at most: a paragraph, in seconds on a default model
 SEED = 1337  # sample.py's default
 # The tab's forwards are small (one text, one model) and TensorBoard answers each request in a thread of its own:
 # torch's intra-op threads would only wait on each other, and on a busy machine wait far longer than they compute.
@@ -45,7 +55,12 @@ def runs(logdir: Path | None) -> dict:
         }
         for run in list_runs(required(logdir), named=lambda path, run_dir: path.relative_to(run_dir).as_posix())
     ]
-    limits = {"max_chars": MAX_CHARS, "max_generate": MAX_GENERATE, "temperatures": list(TEMPERATURES)}
+    limits = {
+        "max_chars": MAX_CHARS,
+        "max_generate": MAX_GENERATE,
+        "temperatures": list(TEMPERATURES),
+        "marker": MARKER,
+    }
     return {"runs": listed, "text": VALIDATION_LINE, **limits}
 
 
@@ -53,28 +68,43 @@ def attention(logdir: Path | None, request: object) -> dict:
     """Everything a run's panel draws at one step, for every query of the text: the weights with the lesson's
     steps, the loss strips, the predictions at the temperature and the counterfactuals at the layer."""
     request = fields(request, "run, text and layer")
-    entry, trained, path = run_at(required(logdir), request)
-    text, layer = request.get("text"), request.get("layer", 0)
+    entry, checkpoint, path = run_at(required(logdir), request)
+    text, layer, blanks = request.get("text"), request.get("layer", 0), checked_blanks(request)
     temperature = checked_temperature(request)
     if not isinstance(text, str):
         raise BadRequest("text: must be a string")
-    if not isinstance(layer, int) or isinstance(layer, bool):
-        raise BadRequest(f"layer={layer!r}: must be a whole number")
-    n_layer = trained.model.config.n_layer
-    if not 0 <= layer < n_layer:
-        raise BadRequest(f"layer={layer}: this model has {n_layer} layer{'s' * (n_layer > 1)} (0 to {n_layer - 1})")
+    n_layer = checkpoint.model.config.n_layer
+    if problem := layer_problem(layer, n_layer):
+        raise BadRequest(problem)
     try:
-        reading = read(trained, text)
+        reading = read(checkpoint, text, blanks=blanks)
     except DataError as error:
         raise BadRequest(str(error)) from None
-    trace = reading.layers[layer]
-    predictions = predict(trained, reading, layer, temperature)
-    vocab_size = trained.model.config.vocab_size
+    predictions = predict(checkpoint, reading, layer, temperature)
+    vocab_size, task = checkpoint.model.config.vocab_size, checkpoint.task
     return {
         "run": entry.name,
-        "step": trained.step,
+        "step": checkpoint.step,
+        "task": task.name,  # what it was trained to predict: next_token, fill_blank
+        "continues_text": task.continues_text,
+        "blanks": [i for i, token in enumerate(reading.ids) if token == task.blank],  # the hidden positions
+        **trace_json(reading, layer),
+        "file": relative(path, entry),
+        "steps": steps(entry),
+        "run_note": entry.note if path == entry.checkpoint else "",
+        "temperature": temperature,
+        "vocab_size": vocab_size,
+        "uniform_loss": rounded(math.log(vocab_size)),
+        **predictions_json(predictions),
+    }
+
+
+def trace_json(reading: Reading, layer: int) -> dict:
+    """The lesson's steps at `layer` for every query of the text, and what each row says."""
+    trace = reading.layers[layer]
+    return {
         "layer": layer,
-        "n_layer": n_layer,
+        "n_layer": len(reading.layers),
         "d_k": trace.d_k,
         "scale": trace.scale,
         "causal": trace.causal,
@@ -87,25 +117,20 @@ def attention(logdir: Path | None, request: object) -> dict:
         "weights": numbers(trace.weights),
         "stats": row_statistics(trace.weights),
         "saturated": SATURATED,
-        "verdicts": [verdict(trace, i) for i in range(len(reading.ids))],
-        "file": relative(path, entry),
-        "steps": steps(entry),
-        "run_note": entry.note if path == entry.checkpoint else "",
-        "temperature": temperature,
-        "vocab_size": vocab_size,
-        "uniform_loss": rounded(math.log(vocab_size)),
-        **predictions_json(predictions),
+        "verdicts": [verdict(reading, layer, i) for i in range(len(reading.ids))],
     }
 
 
 def generate(logdir: Path | None, request: object) -> dict:
-    """The run's continuation of the text: sample.py's sampling, on the same checkpoint, length, temperature and
-    seed, writes the same tokens."""
+    """The run's continuation of the text, or its blanks filled for a run that fills blanks: sample.py's sampling, on
+    the same checkpoint, length, temperature and seed, writes the same tokens."""
     request = fields(request, "run, text and tokens")
-    entry, trained, path = run_at(required(logdir), request)
+    entry, checkpoint, path = run_at(required(logdir), request)
     text, tokens, seed = request.get("text"), request.get("tokens"), request.get("seed", SEED)
     temperature = checked_temperature(request)
-    if not isinstance(tokens, int) or isinstance(tokens, bool) or not 1 <= tokens <= MAX_GENERATE:
+    task, blanks = checkpoint.task, checked_blanks(request)
+    wrong = not isinstance(tokens, int) or isinstance(tokens, bool) or not 1 <= tokens <= MAX_GENERATE
+    if task.continues_text and wrong:  # a run that fills blanks writes as many tokens as the text has blanks
         raise BadRequest(f"tokens={tokens!r}: must be a whole number from 1 to {MAX_GENERATE}")
     if problem := seed_problem(seed):
         raise BadRequest(problem)
@@ -114,22 +139,27 @@ def generate(logdir: Path | None, request: object) -> dict:
     if len(text) > MAX_CHARS:
         raise BadRequest(f"text: {len(text):,} characters; at most {MAX_CHARS:,}")
     try:
-        prompt = encode_known(trained.tokenizer, text, "text")
+        prompt = task.hide(task.encode(text, "text"), blanks, "blanks")[0]
     except DataError as error:
         raise BadRequest(str(error)) from None
-    with trained.lock:  # no other request's hooks on the model meanwhile
-        [ids] = sample_ids(trained.model, prompt, tokens, temperature, None, seed)
-    written = ids[len(prompt) :]
-    block_size = trained.model.config.block_size
+    if problem := blanks_problem(task, prompt, "text"):
+        raise BadRequest(problem)
+    with checkpoint.lock:  # no other request's forward on the model meanwhile
+        [ids] = write(task, checkpoint.model, prompt, tokens, temperature, None, seed)
+    written = (
+        ids[len(prompt) :] if task.continues_text else [ids[i] for i, token in enumerate(prompt) if token == task.blank]
+    )
+    block_size = checkpoint.model.config.block_size
     context = "" if len(prompt) <= block_size else f"the model reads the text's last {block_size} tokens as context"
     return {
         "run": entry.name,
-        "step": trained.step,
+        "step": checkpoint.step,
         "file": relative(path, entry),
         "prompt": text,
-        "continuation": trained.tokenizer.decode(written),
-        "tokens": token_labels(trained.tokenizer, written),
-        "text": trained.tokenizer.decode(ids),
+        "continuation": checkpoint.tokenizer.decode(written),
+        "tokens": token_labels(checkpoint.tokenizer, written),  # what it wrote: the new tokens, or each blank's
+        "text": checkpoint.tokenizer.decode(ids),
+        "filled": not task.continues_text,  # the text's blanks filled, not the text continued
         "note": context,
         "temperature": temperature,
         "seed": seed,
@@ -148,22 +178,33 @@ def fields(request: object, names: str) -> dict:
     return request
 
 
-def run_at(logdir: Path, request: dict) -> tuple[RunEntry, Trained, Path]:
+def run_at(logdir: Path, request: dict) -> tuple[RunCheckpoints, Checkpoint, Path]:
     """The run the request names, at its step (null: the default checkpoint), loaded."""
     run, step = request.get("run"), request.get("step")
-    run_dir = (logdir / run).resolve() if isinstance(run, str) and run else None
+    try:
+        run_dir = (logdir / run).resolve() if isinstance(run, str) and run else None
+    except ValueError:  # a NUL, a lone surrogate: no file has such a name
+        run_dir = None
     if run_dir is None or not run_dir.is_relative_to(logdir.resolve()) or not run_dir.is_dir():
         raise BadRequest(f"run {run!r}: no such run under the logdir {logdir}")
     if step is not None and (not isinstance(step, int) or isinstance(step, bool)):
         raise BadRequest(f"step={step!r}: must be a whole number, or null for the run's default checkpoint")
-    entry = run_entry(run_dir, run, named=lambda path, run_dir: path.relative_to(run_dir).as_posix())
+    entry = run_checkpoints(run_dir, run, named=lambda path, run_dir: path.relative_to(run_dir).as_posix())
     if step is None and entry.checkpoint is None:
         raise BadRequest(f"run {run!r}: {entry.problem or 'no checkpoint (best.pt or last.pt) yet'}")
     try:
-        path = checkpoint_at(entry, step)
-        return entry, load(path), path
+        path, trained = load_at(entry, step)
+        return entry, trained, path
     except (ConfigError, CheckpointError) as error:  # a step not kept; a file damaged, or not tinylm's
         raise BadRequest(str(error).replace(str(run_dir) + "/", "")) from None
+
+
+def checked_blanks(request: dict) -> list[int]:
+    """The token positions a request hides (a fill-in-the-blank run's clicked tokens); [] by default."""
+    blanks = request.get("blanks", [])
+    if not isinstance(blanks, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in blanks):
+        raise BadRequest(f"blanks={blanks!r}: must be a list of token positions, whole numbers")
+    return blanks
 
 
 def checked_temperature(request: dict) -> float:
@@ -173,11 +214,11 @@ def checked_temperature(request: dict) -> float:
     return float(temperature)
 
 
-def relative(path: Path | None, entry: RunEntry) -> str | None:
+def relative(path: Path | None, entry: RunCheckpoints) -> str | None:
     return path.relative_to(entry.run_dir).as_posix() if path else None
 
 
-def steps(entry: RunEntry) -> list[dict]:
+def steps(entry: RunCheckpoints) -> list[dict]:
     return [{"step": kept.step, "file": relative(kept.path, entry)} for kept in entry.steps]
 
 
@@ -211,8 +252,8 @@ def strip_json(strip: Strip) -> dict:
 def counterfactual_json(found: Counterfactual | None) -> dict | None:
     if found is None:
         return None
-    numbers = {kind: rounded(getattr(found, kind)) for kind in ("trained", "masked", "uniform", "silent")}
-    return numbers | {"words": found.words}
+    numbers = {kind: rounded(getattr(found, kind)) for kind in ("trained", *COUNTERFACTUALS)}
+    return numbers | {"target": found.target, "words": found.words}
 
 
 def rounded(x: float | None) -> float | None:

@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.profiler import profile
 
-from model import ModelConfig, QKInit, SingleHeadSelfAttention, attention
+from model import Look, ModelConfig, QKInit, SingleHeadSelfAttention, attention
 
 TOGGLES = [(scale, causal) for scale in (True, False) for causal in (True, False)]
 
@@ -20,13 +20,13 @@ def lesson_trace():
 
 
 def test_reproduces_the_lesson_trace_for_y3_scaled():
-    y, weights, _ = attention(*lesson_trace(), scale=True, causal=True)
+    y, weights = attention(*lesson_trace(), scale=True, causal=True)[:2]
     assert weights[2].tolist() == pytest.approx([0.248, 0.248, 0.503], abs=5e-4)
     assert y[2].tolist() == pytest.approx([1.255, 1.503], abs=5e-4)
 
 
 def test_reproduces_the_lesson_trace_for_y3_unscaled():
-    y, weights, _ = attention(*lesson_trace(), scale=False, causal=True)
+    y, weights = attention(*lesson_trace(), scale=False, causal=True)[:2]
     assert weights[2].tolist() == pytest.approx([0.212, 0.212, 0.576], abs=5e-4)
     # 0.212 (1,0) + 0.212 (0,2) + 0.576 (2,2)
     assert y[2].tolist() == pytest.approx([1.364, 1.576], abs=5e-4)
@@ -107,10 +107,10 @@ def make_layer(scale, causal, d_k=16, d_v=16, d_model=32, **options):
 def test_fused_path_equals_reference_path(scale, causal, d_k, d_v, qk_norm):
     layer = make_layer(scale, causal, d_k, d_v, qk_norm=qk_norm)
     x = torch.randn(3, 10, 32)
-    captured = []
-    fused, reference = layer(x), layer(x, capture=captured)
+    look = Look()
+    fused, reference = layer(x), layer(x, look=look)
     torch.testing.assert_close(fused, reference, atol=1e-5, rtol=1e-5)
-    assert captured[0].weights.shape == captured[0].scores.shape == (3, 10, 10)
+    assert look.results[0].weights.shape == look.results[0].scores.shape == (3, 10, 10)
 
 
 @pytest.mark.parametrize("qk_norm", [False, True])
@@ -137,11 +137,11 @@ def test_one_projection_matmul_gives_each_weight_its_own_gradient():
 
 def test_qk_norm_layer_norms_q_and_k_over_their_features_with_their_own_gains():
     layer, x = make_layer(True, True, d_k=16, d_v=8, qk_norm=True), torch.randn(2, 12, 32)
-    captured = []
-    layer(x, capture=captured)
+    look = Look()
+    layer(x, look=look)
     q = F.layer_norm(layer.W_Q(x), (16,), layer.q_norm.weight)
     k = F.layer_norm(layer.W_K(x), (16,), layer.k_norm.weight)
-    torch.testing.assert_close(captured[0].scores, attention(q, k, layer.W_V(x)).scores)
+    torch.testing.assert_close(look.results[0].scores, attention(q, k, layer.W_V(x)).scores)
 
 
 @pytest.mark.parametrize("scale", [True, False])
@@ -153,9 +153,9 @@ def test_qk_norm_bounds_the_scores_however_large_wq_and_wk_grow(scale):
         with torch.no_grad():
             layer.W_Q.weight.mul_(1000)
             layer.W_K.weight.mul_(1000)
-        captured = []
-        layer(torch.randn(2, 12, 32), capture=captured)
-        scores = captured[0].scores[captured[0].scores.isfinite()]
+        look = Look()
+        layer(torch.randn(2, 12, 32), look=look)
+        scores = look.results[0].scores[look.results[0].scores.isfinite()]
         assert (scores.abs().max() <= bound) == bounded
 
 
@@ -172,9 +172,9 @@ def test_softcap_squashes_the_scaled_scores_it_feeds_the_softmax():
 @pytest.mark.parametrize("causal", [True, False])
 def test_softcap_bounds_the_scores_even_for_huge_inputs(causal):
     layer = make_layer(False, causal, softcap=5.0)
-    captured = []
-    layer(1e4 * torch.randn(2, 12, 32), capture=captured)
-    scores = captured[0].scores[captured[0].scores.isfinite()]
+    look = Look()
+    layer(1e4 * torch.randn(2, 12, 32), look=look)
+    scores = look.results[0].scores[look.results[0].scores.isfinite()]
     assert scores.abs().max() <= 5.0 and scores.abs().max() > 4.9  # capped, not merely small
 
 
@@ -182,13 +182,13 @@ def test_softcap_bounds_the_scores_even_for_huge_inputs(causal):
 @pytest.mark.parametrize("scale, causal", TOGGLES)
 def test_softcap_layer_takes_the_reference_path_with_capped_scores(scale, causal, fused):
     layer, x = make_layer(scale, causal, d_k=24, d_v=8, softcap=2.0, fused=fused, qk_norm=True), torch.randn(2, 12, 32)
-    captured = []
-    unrecorded, recorded = layer(x), layer(x, capture=captured)
+    look = Look()
+    unrecorded, recorded = layer(x), layer(x, look=look)
     assert torch.equal(unrecorded, recorded)
     q, k = layer.q_norm(layer.W_Q(x)), layer.k_norm(layer.W_K(x))
     reference = attention(q, k, layer.W_V(x), scale=scale, causal=causal, softcap=2.0)
     torch.testing.assert_close(recorded, layer.W_O(reference.output))
-    torch.testing.assert_close(captured[0].scores, reference.scores)
+    torch.testing.assert_close(look.results[0].scores, reference.scores)
 
 
 def projected_std(qk_init, d_model=256, d_k=256):
@@ -222,9 +222,9 @@ def test_reweigh_mixes_the_values_with_the_weights_it_returns_and_the_layer_take
     assert torch.allclose(first_key.output, v[:, :1].expand(-1, 5, -1))  # every query reads key 0 alone
     layer = layer_of(d_model=8, d_k=4, d_v=4)
     x = torch.randn(2, 5, 8)
-    silent = layer(x, reweigh=torch.zeros_like)  # no look at all: nothing mixed, W^O of zero is zero
-    assert torch.equal(silent, torch.zeros_like(silent))
-    assert torch.allclose(layer(x, reweigh=lambda weights: weights), layer(x), atol=1e-6)
+    no_look = layer(x, look=Look({0: torch.zeros_like}))  # no look at all: nothing mixed, W^O of zero is zero
+    assert torch.equal(no_look, torch.zeros_like(no_look))
+    assert torch.allclose(layer(x, look=Look({0: lambda weights: weights})), layer(x), atol=1e-6)
 
 
 def test_a_finite_mask_replaces_the_future_scores_with_its_value_and_leaves_the_allowed_ones():
@@ -249,10 +249,10 @@ def test_a_finite_mask_gives_the_future_the_weight_once_every_allowed_score_fall
 def test_fused_path_equals_reference_path_for_every_mask_value_both_can_write(scale, causal, mask_value):
     # The fused kernel's is_causal writes minus infinity (null says the same); unmasked, no value is written at all.
     layer, x = make_layer(scale, causal, mask_value=mask_value), torch.randn(3, 10, 32)
-    captured = []
-    torch.testing.assert_close(layer(x), layer(x, capture=captured), atol=1e-5, rtol=1e-5)
+    look = Look()
+    torch.testing.assert_close(layer(x), layer(x, look=look), atol=1e-5, rtol=1e-5)
     future = torch.ones(10, 10, dtype=torch.bool).triu(diagonal=1)
-    assert captured[0].scores[0][future].isneginf().all() == causal
+    assert look.results[0].scores[0][future].isneginf().all() == causal
 
 
 @pytest.mark.parametrize("fused", [True, False])
@@ -282,10 +282,10 @@ def test_a_training_forward_pass_on_the_reference_path_reads_what_its_mask_let_t
         layer.train()(x)
     layer.eval()(x)
     assert layer.reading is None  # neither an evaluation nor a sample (no gradient) is a training step
-    captured = []
-    layer.train()(x, capture=captured)
+    look = Look()
+    layer.train()(x, look=look)
     assert layer.reading.future_mass.item() == 0
-    assert layer.reading.allowed_min.item() == captured[0].scores.tril().min().item() > -1e4
+    assert layer.reading.allowed_min.item() == look.results[0].scores.tril().min().item() > -1e4
     with torch.no_grad():
         layer.W_Q.weight.copy_(-1e5 * layer.W_K.weight)  # row 0's one allowed score below the mask
     layer(x)

@@ -1,9 +1,10 @@
-"""The Attention tab in a real browser (Debian's chromium through Playwright), on a tiny leak sweep: one browser
-session for every check, in the order a person goes."""
+"""The Attention tab in a real browser (Debian's chromium through Playwright), on a tiny leak sweep, then on a tiny
+fill-in-the-blank run beside one of its jobs: one browser session for every check, in the order a person goes."""
 
 import json
 import os
 import re
+import shutil
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 from attention_browser import (
     CHROMIUM,
+    WIDTH,
     browser_page,
     continue_text,
     move_step,
@@ -19,14 +21,26 @@ from attention_browser import (
     point_at,
     point_at_token,
     set_temperature,
+    tensorboard,
     type_text,
     wait_for_panels,
 )
+
+from conftest import cli
+from viewer.predictions import probability
 
 pytestmark = pytest.mark.slow
 if not Path(CHROMIUM).exists() and not os.environ.get("CI"):  # CI installs it (.ci/run): there it never skips
     pytest.skip(f"needs Debian's chromium at {CHROMIUM}: apt-get install chromium", allow_module_level=True)
 TEXT = "To be, or not"
+INDEX_JS = Path(__file__).resolve().parents[1] / "tensorboard_plugin_tinylm" / "static" / "index.js"
+# Where a formatter may part from Python's: ties on the exact double (0.125, 0.0625: JS rounds them up), a carry into
+# the next digit (0.0999, 9.96e-06), the switch to an exponent below 1e-4 (JS's toPrecision writes 0.000021), and the
+# ends; then every odd multiple of 2^-m down to 2^-12 and two digits at every power of ten down to 1e-9.
+PROBABILITIES = [0.0, 1.0, 0.996, 0.43, 0.125, 0.375, 0.1, 0.0999, 0.0625, 0.031, 0.0029, 0.00095, 0.0001]
+PROBABILITIES += [0.00009996, 2.1e-05, 1e-05, 9.96e-06, 1e-07, 5e-324]
+PROBABILITIES += [n / 2**m for m in range(1, 13) for n in range(1, 2**m, 2)]
+PROBABILITIES += [k * 10.0**-d for d in range(1, 10) for k in range(10, 100)]
 PAGE_ERRORS: list[str] = []  # what the page threw, from the start of the browser session
 
 
@@ -108,7 +122,7 @@ def test_the_unmasked_runs_top_prediction_as_trained_and_with_the_mask_is_the_ro
         assert float(rows.first.locator("td.p").inner_text()) == pytest.approx(p, abs=5e-4)
         p_next, loss = strip["predictions"][3]["p_next"], strip["predictions"][3]["loss"]
         actual = re.fullmatch(r"next 'e': p (\S+) · loss (\S+) nats", column.locator("p.actual").inner_text())
-        assert float(actual[1]) == pytest.approx(p_next, abs=5e-4, rel=0.06)  # 3 decimals, or 2 digits below 0.001
+        assert float(actual[1]) == pytest.approx(p_next, abs=5e-4, rel=0.06)  # 2 decimals, or 2 digits below 0.1
         assert float(actual[2]) == pytest.approx(loss, abs=5e-4)
     assert panel.locator("p.prediction-caption").inner_text().startswith("After i=3 'b', the next token")
 
@@ -141,9 +155,9 @@ def test_pointing_at_a_token_of_a_strip_picks_that_query_everywhere_in_the_panel
         .startswith(f"i=7 'o' → 'r': as trained {losses[0]:.3f} nats, predicts")
     )
     look = served["counterfactuals"][7]
-    for kind in ("trained", "masked", "uniform", "silent"):
+    for kind in ("trained", "masked", "uniform", "no_look"):
         shown = panel.locator(f'.cf[data-kind="{kind}"] .cf-p').inner_text()
-        assert float(shown) == pytest.approx(look[kind], abs=5e-4, rel=0.06)  # 3 decimals, or 2 digits below 0.001
+        assert float(shown) == pytest.approx(look[kind], abs=5e-4, rel=0.06)  # 2 decimals, or 2 digits below 0.1
     assert panel.locator("p.cf-words").inner_text() == look["words"]
 
 
@@ -233,8 +247,141 @@ def test_an_empty_text_gets_a_message_in_each_panel_and_a_panel_can_be_removed(t
     assert not frame.locator(f'.run[data-run="{run}"] input').is_checked()
 
 
+def test_a_probability_reads_as_the_servers_sentence_writes_it(tab):
+    """index.js's formatter gives viewer/predictions.py's probability(p) to the character. The module is imported
+    whole from a Blob URL in a blank page, as a Jupyter widget would import it, with its formatter exported."""
+    page, _, _ = tab
+    blank = page.context.browser.new_page()  # a context of its own: about:blank
+    try:
+        shown = blank.evaluate(
+            """async ([source, values]) => {
+              const module = new Blob([source + "\\nexport { probability };"], { type: "text/javascript" });
+              const { probability } = await import(URL.createObjectURL(module));
+              return values.map(probability);
+            }""",
+            [INDEX_JS.read_text(), PROBABILITIES],
+        )
+    finally:
+        blank.close()
+    assert shown == [probability(p) for p in PROBABILITIES]
+
+
 def test_the_page_threw_nothing_through_all_of_the_above(tab):
     assert PAGE_ERRORS == []
+
+
+# A fill-in-the-blank run (task=fill_blank, the mask off) as long as the leak sweep's and as small (checkpoints at
+# steps 0 and 10), beside a copy of the sweep's masked next-token job: a tensorboard of their own, read in a second
+# page of the same browser.
+FILL = ["task=fill_blank", "model.causal=false", "trainer.max_steps=10", "trainer.eval_interval=10",
+        "trainer.eval_iters=2", "trainer.log_interval=5", "trainer.batch_size=8", "model.block_size=16",
+        "model.d_model=32", "model.d_k=16", "model.d_v=16", "optim.warmup_steps=2"]  # fmt: skip
+BLANK_TEXT = "To b_, or not"  # a blank typed at token 4
+HIDDEN = 7  # the token hidden by position: the "o" of "or"
+BLANK_PAGE_ERRORS: list[str] = []
+
+
+@pytest.fixture(scope="module")
+def blank_tab(tab, leak_sweep, shared_cache_dir, tmp_path_factory):
+    page, _, _ = tab
+    logdir = tmp_path_factory.mktemp("blank-runs")
+    trained = cli("train.py", *FILL, f"data.cache_dir={shared_cache_dir}", f"hydra.run.dir={logdir / 'fill'}")
+    assert trained.returncode == 0, trained.stderr
+    shutil.copytree(next(leak_sweep.glob("0_*")), logdir / "next")
+    with tensorboard(logdir, tmp_path_factory.mktemp("tensorboard-blank") / "tensorboard.log") as url:
+        second = page.context.browser.new_page(viewport={"width": WIDTH, "height": 900})
+        second.on("pageerror", lambda error: BLANK_PAGE_ERRORS.append(f"{error.name}: {error.message}"))
+        try:
+            frame = open_tab(second, url)
+            type_text(frame, BLANK_TEXT)
+            yield frame, url
+        finally:
+            second.close()
+
+
+def test_a_typed_blank_shows_its_top_five_and_the_right_side_counterfactual_as_the_route_answers(blank_tab):
+    frame, url = blank_tab
+    point_at_token(frame, "fill", "val/loss_one_blank", 4)
+    panel = panel_of(frame, "fill")
+    served_blank = served_attention(url, "fill", text=BLANK_TEXT)
+    assert served_blank["blanks"] == [4] and served_blank["tokens"][4] == "□"
+    label, p = served_blank["strips"][0]["predictions"][4]["top"][0]
+    top = panel.locator('.setting[data-tag="val/loss_one_blank"] tr.choice').first
+    assert (top.locator("td.guess").inner_text(), top.locator("td.p").inner_text()) == (label, probability(p))
+    assert panel.locator("p.actual").inner_text() == "typed in the text, which does not say its token: nothing to score"
+    look = served_blank["counterfactuals"][4]
+    assert look["target"] == label  # a typed blank is asked about its likeliest token
+    assert panel.locator('.cf[data-kind="masked"] .cf-name').inner_text().strip() == "right side hidden"
+    for kind in ("trained", "masked", "uniform", "no_look"):
+        assert panel.locator(f'.cf[data-kind="{kind}"] .cf-p').inner_text() == probability(look[kind])
+    assert panel.locator("p.cf-words").inner_text() == look["words"]
+    left, right = (served_blank["stats"][side][4] for side in ("past_mass", "future_mass"))
+    assert f"{left:.3f} on the left" in panel.locator("p.stats").inner_text()
+    assert f"{right:.3f} on the right" in panel.locator("p.stats").inner_text()
+    assert panel.locator(".over-text .token.future, table.steps .future").count() == 0  # the right side is no leak
+
+
+def test_the_strip_blanks_each_token_alone_named_after_its_curve_and_says_once_it_is_no_likelihood(blank_tab):
+    frame, url = blank_tab
+    strip = served_attention(url, "fill", text=BLANK_TEXT)["strips"][0]
+    panel = panel_of(frame, "fill")
+    assert panel.locator(".strip-tag").all_inner_texts() == ["val/loss_one_blank"]
+    assert panel.locator(".strip .mean").inner_text() == f"{strip['mean']:.3f}"
+    assert panel.locator(".strip .token.none").count() == 1  # the typed blank: its token unknown
+    [line] = panel.locator("p.not-likelihood").all_inner_texts()
+    assert "pseudo-log-likelihood" in line and "Salazar et al. 2020" in line
+
+
+def test_the_next_token_panel_beside_refuses_the_typed_blank_in_one_line_and_the_button_says_both(blank_tab):
+    frame, url = blank_tab
+    expected = served_attention(url, "next", text=BLANK_TEXT)["error"]
+    assert panel_of(frame, "next").locator("p.error").all_inner_texts() == [expected]
+    assert frame.locator("#generate").inner_text() == "Continue the text / fill the blanks"
+    assert frame.locator(".blank-hint").is_visible()
+
+
+def test_a_shift_click_hides_a_token_and_the_panel_reads_its_probability(blank_tab):
+    frame, url = blank_tab
+    panel = panel_of(frame, "fill")
+    panel.locator(f'.strip .token[data-query="{HIDDEN}"]').click(modifiers=["Shift"])
+    wait_for_panels(frame)
+    hidden = served_attention(url, "fill", text=BLANK_TEXT, blanks=[HIDDEN])
+    assert hidden["blanks"] == [4, HIDDEN]
+    prediction = hidden["strips"][0]["predictions"][HIDDEN]
+    assert prediction["next"] == "o"
+    shown = f"hidden 'o': p {probability(prediction['p_next'])} · loss {prediction['loss']:.3f} nats"
+    assert panel.locator("p.actual").inner_text() == shown
+    assert panel.locator("button.unhide").all_inner_texts() == [f"{HIDDEN} 'o' ×"]
+    assert panel.locator("p.cf-words").inner_text() == hidden["counterfactuals"][HIDDEN]["words"]
+    assert panel.locator("button.hide").inner_text() == "Show 'o' again"
+
+
+def test_fill_the_blanks_fills_the_typed_and_the_hidden_ones(blank_tab):
+    frame, url = blank_tab
+    continue_text(frame, 12)
+    step = int(panel_of(frame, "fill").get_attribute("data-step"))
+    body = {"run": "fill", "text": BLANK_TEXT, "step": step, "blanks": [HIDDEN], "seed": 1337}
+    filled = served(url, "generate", body)
+    assert filled["filled"] and len(filled["tokens"]) == 2
+    assert panel_of(frame, "fill").locator(".continuation .written").all_inner_texts() == filled["tokens"]
+    frame.locator('.panel[data-run="next"] button.close').click()
+    assert frame.locator("#generate").inner_text() == "Fill the blanks"
+    assert not frame.locator(".continue .length").is_visible()  # a filling has no length to ask
+
+
+def test_showing_the_hidden_token_again_and_moving_the_step_selector_redraw_the_fill_panel(blank_tab):
+    frame, url = blank_tab
+    panel = panel_of(frame, "fill")
+    panel.locator("button.unhide").click()
+    wait_for_panels(frame)
+    assert panel.locator("button.unhide").count() == 0
+    move_step(frame, "fill", 0)
+    then = served_attention(url, "fill", text=BLANK_TEXT, step=int(panel.get_attribute("data-step")))
+    assert panel.locator(".strip .mean").inner_text() == f"{then['strips'][0]['mean']:.3f}"
+
+
+def test_the_blank_page_threw_nothing(blank_tab):
+    assert BLANK_PAGE_ERRORS == []
 
 
 def served(url: str, route: str, body: dict | None = None) -> dict:

@@ -206,7 +206,7 @@ def test_the_counterfactuals_are_the_one_code_paths(plugin_url, sweep_dir, numbe
     predictions = predict(trained, read(trained, TEXT), layer=0, temperature=1.0)
     assert answer["counterfactuals"][-1] is None and answer["problem"] == ""
     for i, (sent, computed) in enumerate(zip(answer["counterfactuals"][:-1], predictions.counterfactuals)):
-        for kind in ("trained", "masked", "uniform", "silent"):
+        for kind in ("trained", "masked", "uniform", "no_look"):
             assert sent[kind] == pytest.approx(getattr(computed, kind), abs=1e-6)
         assert sent["words"] == computed.words and sent["words"]
         assert sent["trained"] == pytest.approx(math.exp(-answer["strips"][0]["losses"][i]), abs=1e-6)
@@ -284,7 +284,7 @@ def test_bad_requests_get_one_line_and_the_server_serves_on(plugin_url, sweep_di
             "text: '☃' never occurred in this model's training text",
         ),
         "too long": ({"run": run, "text": "a" * 100_001}, "text: 100,001 characters; at most 100,000"),
-        "layer": ({"run": run, "text": TEXT, "layer": 1}, "layer=1: this model has 1 layer (0 to 0)"),
+        "layer": ({"run": run, "text": TEXT, "layer": 1}, "layer=1: this model has 1 layer (layer=0 to 0)"),
         "not JSON": (b"{text", "the request is not JSON"),
         "not an object": (b"[1, 2]", "the request must be a JSON object"),
         "step not kept": (
@@ -342,9 +342,8 @@ def test_attend_prints_the_steps_for_every_run_and_writes_the_heat_maps(sweep_di
 
 @pytest.mark.slow
 def test_attend_prints_the_losses_the_top_five_and_the_counterfactuals(sweep_dir, tmp_path):
-    from attend import chance
     from viewer.checkpoints import load
-    from viewer.predictions import predict
+    from viewer.predictions import predict, probability
     from viewer.readings import read
 
     run_dir = sweep_dir / job_name(sweep_dir, UNMASKED)
@@ -359,11 +358,11 @@ def test_attend_prints_the_losses_the_top_five_and_the_counterfactuals(sweep_dir
     assert rows["mean"] == [*means, "(val/loss,", "val/loss_causal)"]
     assert rows["3"] == ["'b'", "'e'", f"{as_trained.losses[3]:.3f}", f"{put_back.losses[3]:.3f}", "<-", "query"]
     assert rows["18"] == ["'e'"]  # the text ends: nothing to predict
-    top = "  ".join(f"{label!r} {p:.3f}" for label, p in as_trained.predictions[3].top)
-    assert f"  as trained:    {top};  p('e') {as_trained.predictions[3].p_next:.3f}, loss" in out
+    top = "  ".join(f"{label!r} {probability(p)}" for label, p in as_trained.predictions[3].top)
+    assert f"  as trained:    {top};  p('e') {probability(as_trained.predictions[3].p_next)}, loss" in out
     assert "query i=3 'b': its five likeliest next tokens at temperature 0.5 (the text's next token is 'e')" in out
     found = predictions.counterfactuals[3]
-    looks = [chance(p) for p in (found.trained, found.masked, found.uniform, found.silent)]
+    looks = [probability(p) for p in (found.trained, found.masked, found.uniform, found.no_look)]
     assert (
         f"what the look contributes, p('e') at layer 0: as trained {looks[0]}, future masked {looks[1]}, uniform "
         f"{looks[2]}, no look {looks[3]}\n{found.words}\n" in out

@@ -150,3 +150,21 @@ def test_the_writer_of_a_run_removes_the_unfinished_files_a_killed_save_left_and
         path.write_bytes(b"x")
     Checkpointer(tmp_path, Ranks(device=torch.device("cpu")), state=dict, before_write=lambda: None)
     assert sorted(path.name for path in tmp_path.iterdir()) == sorted(path.name for path in kept)
+
+
+@pytest.mark.slow
+def test_a_checkpoint_written_before_tasks_reads_as_next_token_and_resumes(run_dir, tmp_path):
+    """Checkpoints from before task/ hold no task settings and name the objective val_causal: they read as
+    next-token runs, in the viewer and on resume."""
+    from trainer.config import Objective, TrainConfig, objective_key, to_typed
+    from viewer.checkpoints import load
+
+    state = torch.load(run_dir / "last.pt", weights_only=True)
+    del state["config"]["task"]
+    state["config"]["trainer"]["objective"] = "val_causal"
+    before = tmp_path / "last.pt"
+    save_checkpoint(state, before)
+    checkpoint = load(before)
+    assert checkpoint.task.name == "next_token" and checkpoint.step == 60
+    config = to_typed(TrainConfig, load_checkpoint(before)["config"])
+    assert config.trainer.objective is Objective.honest and objective_key(config) == "val_causal"

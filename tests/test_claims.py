@@ -45,3 +45,29 @@ def test_recurrence_reads_a_token_2_back_better_than_one_14_back_and_logs_no_att
     tags = events(tmp_path / "2").Tags()["scalars"]
     assert {"val/loss", "val/loss_causal", "val/loss_far", "train/loss"} <= set(tags)
     assert not [tag for tag in tags if tag.startswith(("attn/", "grad/"))]  # no attention to read
+
+
+# The encoder's runs at SHORT's size: fill in the blank, 40% of each window hidden, QK-norm (as +experiment=encoder).
+BLANKS = ["task=fill_blank", "task.blank_share=0.4", "model.qk_norm=true", "trainer.batch_size=32",
+          "trainer.max_steps=300", "trainer.eval_interval=150"]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_blank_filler_reads_the_right_side_one_reading_the_left_cannot_and_one_shown_its_tokens_copies(
+    tmp_path, cache_dir
+):
+    runs = {
+        "both": ["model.causal=false"],
+        "left": ["model.causal=true"],
+        "shown": ["model.causal=false", "task.hide=false"],
+    }
+    for name, settings in runs.items():
+        short_run(tmp_path / name, cache_dir, *BLANKS, *settings)
+    both, left, shown = (events(tmp_path / name) for name in runs)
+    # Both sides: the true mask put back at evaluation hides the right side, and the loss rises.
+    assert curve(both, "val/loss_causal")[-1][1] > curve(both, "val/loss")[-1][1] + 0.05
+    # The left alone: the mask is its own, so putting it back changes nothing.
+    assert curve(left, "val/loss_causal") == curve(left, "val/loss")
+    # Shown its tokens: it copies them (val/loss near 0) while the same tokens hidden (val/loss_hidden) stay far above.
+    assert curve(shown, "val/loss")[-1][1] < 0.5 < curve(shown, "val/loss_hidden")[-1][1] - 1.0
+    assert curve(both, "val/loss_hidden") == curve(both, "val/loss")  # its scored tokens are hidden already

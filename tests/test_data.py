@@ -18,13 +18,15 @@ from data import (
     TokenizerKind,
     check_fits,
     encode,
-    get_batch,
     load_text,
     prepare_tokens,
     train_tokenizer,
 )
 from data.shakespeare import play_to_text, plays_dir, shakespeare_text
 from data.sources import open_corpus
+from model import ModelConfig
+from task import Task, task_for
+from trainer.config import TrainConfig
 
 CHAR = TokenizerConfig(kind=TokenizerKind.char)
 BPE = TokenizerConfig(kind=TokenizerKind.bpe, vocab_size=512)
@@ -224,12 +226,16 @@ def test_hub_source_without_network_fails_at_once(tmp_path, monkeypatch):
         load_text(config)
 
 
+def next_token(block_size: int) -> Task:
+    return task_for(TrainConfig(model=ModelConfig(block_size=block_size)), None)
+
+
 def test_batches_are_next_token_windows_from_a_seeded_generator():
     tokens = np.arange(1000, dtype=np.uint16)
-    x, y = get_batch(tokens, 8, 16, torch.Generator().manual_seed(3), torch.device("cpu"))
+    x, y = next_token(16).draw(tokens, 8, torch.Generator().manual_seed(3), torch.device("cpu"))
     assert x.shape == y.shape == (8, 16) and x.dtype == torch.long
     assert torch.equal(y[:, :-1], x[:, 1:]) and torch.equal(y[:, 0], x[:, 0] + 1)
-    x2, _ = get_batch(tokens, 8, 16, torch.Generator().manual_seed(3), torch.device("cpu"))
+    x2, _ = next_token(16).draw(tokens, 8, torch.Generator().manual_seed(3), torch.device("cpu"))
     assert torch.equal(x, x2)
 
 
@@ -242,5 +248,5 @@ def test_a_split_shorter_than_one_window_is_refused_naming_the_setting():
 
 def test_batches_reach_the_last_token_and_never_past_it():
     tokens = np.arange(20, dtype=np.uint16)
-    _, y = get_batch(tokens, 2000, 16, torch.Generator().manual_seed(0), torch.device("cpu"))
+    _, y = next_token(16).draw(tokens, 2000, torch.Generator().manual_seed(0), torch.device("cpu"))
     assert y.max().item() == 19

@@ -9,24 +9,23 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from torch.utils.tensorboard import SummaryWriter
 
-from data import TokenizerConfig, train_tokenizer
+from data import Source, TokenizerConfig, train_tokenizer
 from data.synthetic import copy_text, far_targets
-from model import Mixer, ModelConfig, TinyLM, attention
+from model import Look, Mixer, ModelConfig, TinyLM, attention
+from model.statistics import attention_stats, entropy, future_mass, max_weight, saturated_frac, self_weight
+from task import Evaluation, task_for
+from task.loss import mean_loss
+from task.next_token import FAR_SEED, far_token
+from trainer.config import TrainConfig, TrainerConfig
 from trainer.diagnostics import (
-    attention_stats,
-    entropy,
-    future_mass,
     log_attention,
     log_grad_norms,
     log_mask_readings,
-    max_weight,
     pattern_figure,
     probe_windows,
-    saturated_frac,
-    self_weight,
     token_labels,
 )
-from trainer.evaluate import estimate_loss, far_loss
+from trainer.evaluate import estimate_loss
 from trainer.step import TrainStep
 
 TEXT = "To be, or not to be, that is the question:\nWhether 'tis nobler in the mind to suffer\n" * 20
@@ -38,6 +37,7 @@ STATS = [
     "logit_std",
     "logit_max",
     "future_mass",
+    "past_mass",
     "self_weight",
 ]
 
@@ -86,24 +86,34 @@ def tiny_model(**settings) -> TinyLM:
 @pytest.mark.parametrize("causal", [True, False])
 def test_capturing_the_attention_leaves_the_logits_as_the_fused_path_gives_them(causal):
     model, idx = tiny_model(causal=causal, n_layer=2).eval(), torch.randint(40, (3, 16))
-    captured = []
-    torch.testing.assert_close(model(idx, capture=captured), model(idx), atol=1e-5, rtol=1e-5)
-    assert len(captured) == 2
+    look = Look()
+    torch.testing.assert_close(model(idx, look=look), model(idx), atol=1e-5, rtol=1e-5)
+    assert len(look.results) == 2
 
 
 def test_future_mass_is_exactly_zero_for_a_causal_model_and_not_for_an_unmasked_one():
     idx = torch.randint(40, (3, 16))
     masses = {}
     for causal in (True, False):
-        captured = []
-        tiny_model(causal=causal)(idx, capture=captured)
-        masses[causal] = attention_stats(captured[0])["future_mass"].item()
+        look = Look()
+        tiny_model(causal=causal)(idx, look=look)
+        masses[causal] = attention_stats(look.results[0])["future_mass"].item()
     assert masses[True] == 0.0 and masses[False] > 0.1
+
+
+def evaluated(model: TinyLM, batch_size: int = 4, eval_iters: int = 3, **data) -> TrainConfig:
+    """The settings an evaluation of `model` reads: its own, and the batches' number and size."""
+    config = TrainConfig(model=model.config, trainer=TrainerConfig(batch_size=batch_size, eval_iters=eval_iters))
+    for key, value in data.items():
+        setattr(config.data, key, value)
+    return config
 
 
 def losses(model: TinyLM) -> dict[str, float]:
     tokens = np.random.default_rng(0).integers(40, size=500)
-    return estimate_loss(model, {"train": tokens, "val": tokens[::-1].copy()}, 4, 3, 1, torch.device("cpu"))
+    config = evaluated(model)
+    splits = {"train": tokens, "val": tokens[::-1].copy()}
+    return estimate_loss(model, task_for(config, None), splits, config, 1, torch.device("cpu"))
 
 
 def test_val_causal_is_the_val_loss_itself_for_a_causal_model():
@@ -138,8 +148,9 @@ def events(run_dir) -> EventAccumulator:
 def test_log_attention_writes_every_layers_scalars_histogram_and_pattern_under_its_tag(tmp_path, tokenizer):
     tokens = np.array(tokenizer.encode(TEXT).ids)
     model = tiny_model(vocab_size=tokenizer.get_vocab_size(), n_layer=2).train()
-    windows = probe_windows(tokens, 16, seed=3, device=torch.device("cpu"))
-    assert torch.equal(windows, probe_windows(tokens, 16, seed=3, device=torch.device("cpu")))
+    task = task_for(evaluated(model), tokenizer)
+    windows = probe_windows(task, tokens, seed=3, device=torch.device("cpu"))
+    assert torch.equal(windows, probe_windows(task, tokens, seed=3, device=torch.device("cpu")))
     with SummaryWriter(tmp_path) as writer:
         log_attention(writer, model, windows, tokenizer, step=7)
     assert model.training
@@ -192,7 +203,7 @@ def test_the_pattern_figure_shows_every_label_and_name_whole_and_apart(labels):
 def test_log_grad_norms_records_every_layers_projection_gradients_before_clipping(tmp_path):
     model, idx = tiny_model(n_layer=2).train(), torch.randint(40, (4, 17))
     twin = tiny_model(n_layer=2).train()
-    twin.loss(idx[:, :-1], idx[:, 1:]).backward()
+    mean_loss(twin(idx[:, :-1]), idx[:, 1:]).backward()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     with SummaryWriter(tmp_path) as writer:
         logger = partial(log_grad_norms, writer, model, 1)
@@ -216,9 +227,9 @@ def test_without_projections_a_query_puts_more_weight_on_itself_than_with_them()
     idx = torch.randint(40, (3, 16))
     weights = {}
     for projections in (True, False):
-        captured = []
-        tiny_model(projections=projections, d_k=32, d_v=32)(idx, capture=captured)
-        weights[projections] = attention_stats(captured[0])["self_weight"].item()
+        look = Look()
+        tiny_model(projections=projections, d_k=32, d_v=32)(idx, look=look)
+        weights[projections] = attention_stats(look.results[0])["self_weight"].item()
     assert weights[False] > weights[True]  # |x_i|^2 is row i's largest score
 
 
@@ -239,7 +250,7 @@ def test_mask_readings_log_the_future_mass_the_smallest_allowed_score_and_its_ma
     for name, model in models.items():
         with torch.no_grad():
             model.blocks[0].attn.W_Q.weight.copy_(-1e5 * model.blocks[0].attn.W_K.weight)
-        model.loss(idx[:, :-1], idx[:, 1:]).backward()
+        mean_loss(model(idx[:, :-1]), idx[:, 1:]).backward()
         with SummaryWriter(tmp_path / name) as writer:
             log_mask_readings(writer, model, step=3)
     finite, true = events(tmp_path / "finite"), events(tmp_path / "true")
@@ -255,9 +266,10 @@ def test_a_recurrent_model_gets_no_attention_diagnostics_and_no_error(tmp_path, 
     tokens = np.array(tokenizer.encode(TEXT).ids)
     vocab_size = tokenizer.get_vocab_size()
     model, idx = tiny_model(vocab_size=vocab_size, mixer=Mixer.gru).train(), torch.randint(vocab_size, (4, 17))
-    model.loss(idx[:, :-1], idx[:, 1:]).backward()
+    mean_loss(model(idx[:, :-1]), idx[:, 1:]).backward()
     with SummaryWriter(tmp_path) as writer:
-        log_attention(writer, model, probe_windows(tokens, 16, seed=3, device=torch.device("cpu")), tokenizer, step=1)
+        windows = probe_windows(task_for(evaluated(model), tokenizer), tokens, seed=3, device=torch.device("cpu"))
+        log_attention(writer, model, windows, tokenizer, step=1)
         log_grad_norms(writer, model, step=1)
         log_mask_readings(writer, model, step=1)
         writer.add_scalar("train/loss", 1.0, 1)
@@ -284,8 +296,10 @@ def test_far_loss_is_the_loss_at_the_far_positions_only():
     letters = np.frombuffer(copy_text(d, 3000).encode(), dtype=np.uint8).astype(np.int64)
     tokens = (letters - ord("a") + 1).clip(0)  # a line break is 0, a letter 1 to 26
     train, val = tokens[:2000], tokens[2000:]
-    far = far_loss(model, val, len(train), d, batch_size=4, iters=2, seed=0, device=torch.device("cpu"))
-    generator = torch.Generator().manual_seed(0)
+    config = evaluated(model, eval_iters=2, source=Source.copy, distance=d)
+    task, cpu = task_for(config, None), torch.device("cpu")
+    far = far_token(Evaluation(task, model, [], 0.0, config.data, 4, 2, val, len(train), 0, cpu))
+    generator = torch.Generator().manual_seed(0 + FAR_SEED)
     picked = []
     for _ in range(2):
         starts = torch.randint(len(val) - block_size, (4,), generator=generator)

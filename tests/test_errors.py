@@ -151,7 +151,7 @@ SHORT_CLI = [
     "model.block_size=16",
     "model.d_model=32",
     "trainer.batch_size=8",
-    "trainer.keep_checkpoints=0",  # last.pt and best.pt alone: the kept snapshots have their own test
+    "trainer.keep_checkpoints=0",  # last.pt and best.pt alone: the kept checkpoints have their own test
 ]
 
 

@@ -213,7 +213,7 @@ def test_resume_auto_after_a_kill_before_the_first_checkpoint_starts_afresh_with
     assert again.returncode == 0, again.stderr
     assert (
         f"trainer.resume=auto: {run_dir} holds no checkpoint to resume from, only what an attempt stopped before its "
-        "first checkpoint wrote (1 TensorBoard events file and the kept snapshot of step 0); removed, so that "
+        "first checkpoint wrote (1 TensorBoard events file and the kept checkpoint of step 0); removed, so that "
         "TensorBoard shows the steps of this fresh start once"
     ) in again.stdout
     assert len(list(run_dir.glob("events.out.tfevents.*"))) == 1

@@ -12,7 +12,7 @@ import torch
 
 import train
 from conftest import SHORT, Forked, cli, short_run
-from trainer.checkpoint import SNAPSHOT_FORMAT, SNAPSHOT_KEYS, kept_checkpoints, kept_steps, load_checkpoint
+from trainer.checkpoint import KEPT_FORMAT, KEPT_KEYS, kept_checkpoints, kept_steps, load_checkpoint
 from trainer.cli import run_with_one_line_errors
 
 EVERY_10 = ["trainer.eval_interval=10", "trainer.ckpt_interval=20", "trainer.keep_checkpoints=4"]
@@ -75,12 +75,12 @@ def kept_run(tmp_path_factory, cache_dir) -> Path:
 
 
 @pytest.mark.slow
-def test_a_run_keeps_the_steps_the_policy_names_each_a_whole_snapshot_of_its_weights(kept_run):
+def test_a_run_keeps_the_steps_the_policy_names_each_a_whole_copy_of_its_weights(kept_run):
     assert steps_on_disk(kept_run) == kept_over(evaluations(60, 10), keep=4, interval=10) == [0, 10, 20, 60]
     last = torch.load(kept_run / "last.pt", weights_only=True)
     for path in kept_checkpoints(kept_run):
-        snapshot = load_checkpoint(path)  # every record's CRC checked, the weights fit their settings
-        assert snapshot.keys() == SNAPSHOT_KEYS and snapshot["format"] == SNAPSHOT_FORMAT
+        kept = load_checkpoint(path)  # every record's CRC checked, the weights fit their settings
+        assert kept.keys() == KEPT_KEYS and kept["format"] == KEPT_FORMAT
         assert path.stat().st_size < (kept_run / "last.pt").stat().st_size / 2  # no optimizer, no random states
     final = load_checkpoint(kept_run / "steps" / "step-60.pt")
     assert all(torch.equal(final["model"][name], last["model"][name]) for name in last["model"])
@@ -95,12 +95,12 @@ def run_train(monkeypatch, *overrides: str) -> str:
 
 
 @pytest.mark.slow
-def test_naming_a_kept_snapshot_to_resume_from_is_refused_naming_the_runs_last_pt(kept_run, tmp_path, monkeypatch):
+def test_naming_a_kept_checkpoint_to_resume_from_is_refused_naming_the_runs_last_pt(kept_run, tmp_path, monkeypatch):
     run_dir = Path(shutil.copytree(kept_run, tmp_path / "run"))
     before = sorted(str(path.relative_to(run_dir)) for path in run_dir.rglob("*"))
     error = run_train(monkeypatch, f"trainer.resume={run_dir}/steps/step-20.pt", "trainer.max_steps=80")
     assert error == (
-        f"error: trainer.resume={run_dir}/steps/step-20.pt: a kept snapshot, which holds the weights only (no "
+        f"error: trainer.resume={run_dir}/steps/step-20.pt: a kept checkpoint, which holds the weights only (no "
         f"optimizer state, no random states), so no run resumes from it; resume the run from {run_dir}/last.pt "
         f"(step 60): python train.py trainer.resume={run_dir}"
     )
@@ -125,7 +125,7 @@ def test_a_resumed_run_keeps_by_the_same_policy_and_a_branch_keeps_its_own(kept_
 
 
 @pytest.mark.slow
-def test_resume_auto_after_a_kill_takes_last_pt_though_a_newer_snapshot_was_kept(tmp_path, cache_dir):
+def test_resume_auto_after_a_kill_takes_last_pt_though_a_newer_checkpoint_was_kept(tmp_path, cache_dir):
     run_dir = tmp_path / "run"
     settings = [*SHORT, *EVERY_10, f"data.cache_dir={cache_dir}", f"hydra.run.dir={run_dir}", "trainer.resume=auto"]
     run = Forked(*settings)

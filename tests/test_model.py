@@ -4,7 +4,18 @@ from dataclasses import replace
 import pytest
 import torch
 
-from model import Mixer, ModelConfig, QKInit, TinyLM, model_problems, parameters_of, reads_only_the_past, stores_scores
+from model import (
+    Look,
+    Mixer,
+    ModelConfig,
+    QKInit,
+    TinyLM,
+    model_problems,
+    parameters_of,
+    reads_only_the_past,
+    stores_scores,
+)
+from task.loss import mean_loss
 
 
 def tiny_model(**settings) -> TinyLM:
@@ -50,7 +61,7 @@ def test_fused_and_reference_paths_train_alike(causal, qk_norm):
     losses, gradients = [], []
     for fused in (True, False):
         model = tiny_model(causal=causal, fused=fused, qk_norm=qk_norm, n_layer=2).train()
-        loss = model.loss(idx[:, :-1], idx[:, 1:])
+        loss = mean_loss(model(idx[:, :-1]), idx[:, 1:])
         loss.backward()
         losses.append(loss)
         gradients.append([p.grad for p in model.parameters()])
@@ -62,7 +73,7 @@ def test_fused_and_reference_paths_train_alike(causal, qk_norm):
 def test_loss_starts_near_a_uniform_guess():
     model = tiny_model()
     idx = torch.randint(20, (4, 16))
-    assert model.loss(idx, idx).item() == pytest.approx(torch.log(torch.tensor(20.0)).item(), abs=0.1)
+    assert mean_loss(model(idx), idx).item() == pytest.approx(torch.log(torch.tensor(20.0)).item(), abs=0.1)
 
 
 def test_generate_extends_past_the_block_size():
@@ -95,10 +106,10 @@ def one_step_lowers_the_loss(model) -> bool:
     """One SGD step on a random batch of 20 tokens lowers the loss on that batch."""
     idx = torch.randint(20, (4, 17))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    before = model.loss(idx[:, :-1], idx[:, 1:])
+    before = mean_loss(model(idx[:, :-1]), idx[:, 1:])
     before.backward()
     optimizer.step()
-    return model.loss(idx[:, :-1], idx[:, 1:]).item() < before.item()
+    return mean_loss(model(idx[:, :-1]), idx[:, 1:]).item() < before.item()
 
 
 @pytest.mark.parametrize(
@@ -144,9 +155,9 @@ def test_a_recurrent_model_reads_only_the_past_and_has_no_attention_layers(mixer
     assert model.attention_layers() == [] and reads_only_the_past(model.config)
     before, after = logits_before_and_after_changing_the_future(model, 7)
     torch.testing.assert_close(before, after, atol=0, rtol=0)
-    captured = []
-    model(torch.randint(20, (2, 16)), capture=captured, causal=False)  # nothing to capture, no mask to lift
-    assert captured == []
+    look = Look()
+    model(torch.randint(20, (2, 16)), look=look, causal=False)  # nothing to capture, no mask to lift
+    assert look.results == []
 
 
 def test_a_recurrent_model_keeps_the_embeddings_mlp_and_head_and_says_both_parameter_counts(caplog):

@@ -9,11 +9,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from conftest import SHORT, compose_config, curve, events, short_run
-from data import TokenizerConfig, get_batch, prepare_tokens, train_tokenizer
+from data import TokenizerConfig, prepare_tokens, train_tokenizer
 from model import ModelConfig, TinyLM
-from trainer.config import to_train_config
-from trainer.evaluate import mean_loss
-from viewer.checkpoints import Trained, load
+from task import task_for
+from task.curves import batches_loss
+from task.next_token import NextToken
+from trainer.config import TrainConfig, to_train_config
+from viewer.checkpoints import Checkpoint, load
 from viewer.predictions import distribution, predict, words
 from viewer.readings import read, read_ids
 
@@ -41,17 +43,18 @@ def test_the_strips_means_over_validation_windows_are_val_loss_and_val_loss_caus
     seeded with trainer.seed + 1): the strips' means over them are the logged curves' last values."""
     config = to_train_config(compose_config(*SHORT, f"data.cache_dir={cache_dir}", *LEAKY))
     data, settings = prepare_tokens(config.data, config.tokenizer), config.trainer
+    task = task_for(config, data.tokenizer)
     generator = torch.Generator().manual_seed(settings.seed + 1)
-    cpu, block_size = torch.device("cpu"), config.model.block_size
+    cpu = torch.device("cpu")
     for _ in range(settings.eval_iters):
-        get_batch(data.train, settings.batch_size, block_size, generator, cpu)
-    batches = [get_batch(data.val, settings.batch_size, block_size, generator, cpu) for _ in range(settings.eval_iters)]
+        task.draw(data.train, settings.batch_size, generator, cpu)
+    batches = [task.draw(data.val, settings.batch_size, generator, cpu) for _ in range(settings.eval_iters)]
     trained = load(leaky_run / "last.pt")
     logged = events(leaky_run)
     val, val_causal = (curve(logged, tag)[-1] for tag in ("val/loss", "val/loss_causal"))
     assert val[0] == val_causal[0] == trained.step == 40
-    assert mean_loss(trained.model, batches) == pytest.approx(val[1], abs=1e-5)  # the same windows
-    assert mean_loss(trained.model, batches, causal=True) == pytest.approx(val_causal[1], abs=1e-5)
+    assert batches_loss(trained.model, batches) == pytest.approx(val[1], abs=1e-5)  # the same windows
+    assert batches_loss(trained.model, batches, causal=True) == pytest.approx(val_causal[1], abs=1e-5)
     means = []
     for x, y in batches:
         for window_x, window_y in zip(x.tolist(), y.tolist()):
@@ -65,7 +68,7 @@ def test_the_strips_means_over_validation_windows_are_val_loss_and_val_loss_caus
     assert abs(strip_causal - strip_val) > 0.01  # the two strips are two forwards: the mask was put back
 
 
-def next_token_reader(causal: bool = False) -> Trained:
+def next_token_reader(causal: bool = False) -> Checkpoint:
     """A model whose one attention layer reads the next token, for the text "abcde": q_i . k_j = STEEP when
     j = i + 1 (positions, one-hot), v_j is token j's one-hot, and the output adds BOOST v to the residual, which
     holds token i's one-hot; the LM head reads the token one-hots back. No LayerNorm, no MLP: its logits are
@@ -89,7 +92,7 @@ def next_token_reader(causal: bool = False) -> Trained:
         block_0.attn.W_V.weight.copy_(tokens)
         block_0.attn.W_O.weight.copy_(BOOST * tokens.T)
         model.lm_head.weight.copy_(tokens)
-    return Trained(model.eval(), tokenizer, 0, "")
+    return Checkpoint(model.eval(), task_for(TrainConfig(model=config), tokenizer), 0, "")
 
 
 def expected_p(ids: list[int], i: int, weights: list[float]) -> float:
@@ -113,7 +116,7 @@ def test_the_counterfactuals_of_a_model_that_reads_the_next_token_are_the_known_
         assert found.trained > 0.99 and found.trained == pytest.approx(as_trained.predictions[i].p_next)
         assert found.masked == pytest.approx(expected_p(ids, i, [1 / (i + 1)] * (i + 1)), abs=1e-6)  # j <= i alike
         assert found.uniform == pytest.approx(expected_p(ids, i, [1 / keys] * keys), abs=1e-6)  # every key alike
-        assert found.silent == pytest.approx(expected_p(ids, i, []), abs=1e-6)  # the residual: token i alone
+        assert found.no_look == pytest.approx(expected_p(ids, i, []), abs=1e-6)  # the residual: token i alone
         assert found.masked < 0.05 and found.uniform < 0.2  # the look is what predicts it
         # one layer: masking query i's future is the mask put back for its prediction
         assert found.masked == pytest.approx(put_back.predictions[i].p_next, abs=1e-6)
@@ -132,7 +135,7 @@ def test_with_the_mask_the_same_model_looks_uniformly_and_says_where_matters_not
     assert len(predictions.strips) == 1 and predictions.strips[0].causal  # nothing to put back
     found = predictions.counterfactuals[2]
     assert found.trained == pytest.approx(found.masked, abs=1e-6) == pytest.approx(found.uniform, abs=1e-6)
-    assert found.silent == pytest.approx(expected_p(reading.ids, 2, []), abs=1e-6)
+    assert found.no_look == pytest.approx(expected_p(reading.ids, 2, []), abs=1e-6)
     assert found.words.startswith("uniform weights give p('d') ") and found.words.endswith(
         "that it looks matters, not where"
     )
@@ -161,37 +164,37 @@ def test_temperature_one_is_the_softmax_of_the_logits_and_a_low_one_sharpens():
     "numbers, causal, expected",
     [
         (
-            {"trained": 1.0, "masked": 0.45, "uniform": 0.047, "silent": 0.0012},
+            {"trained": 1.0, "masked": 0.45, "uniform": 0.047, "no_look": 0.0012},
             False,
             "masking the future takes p('r') from 1.00 to 0.45: part of the prediction was read, part inferred",
         ),
         (
-            {"trained": 0.2, "masked": 0.8, "uniform": 0.3, "silent": 0.3},
+            {"trained": 0.2, "masked": 0.8, "uniform": 0.3, "no_look": 0.3},
             False,
             "masking the future raises p('r') from 0.20 to 0.80: what it read ahead pointed elsewhere",
         ),
         (
-            {"trained": 0.004, "masked": 0.004, "uniform": 0.01, "silent": 0.012},
+            {"trained": 0.004, "masked": 0.004, "uniform": 0.01, "no_look": 0.012},
             True,
             "p('r') is at most 0.012 whichever way it looks (0.004 as trained): it does not expect it here",
         ),
         (
-            {"trained": 0.41, "masked": 0.41, "uniform": 0.2, "silent": 0.43},
+            {"trained": 0.41, "masked": 0.41, "uniform": 0.2, "no_look": 0.43},
             True,
             "without the look p('r') is 0.43 (0.41 as trained): the residual alone predicts it",
         ),
         (
-            {"trained": 0.6, "masked": 0.6, "uniform": 0.1, "silent": 0.05},
+            {"trained": 0.6, "masked": 0.6, "uniform": 0.1, "no_look": 0.05},
             True,
             "where it looks raises p('r') from 0.10 (uniform weights) to 0.60 (0.05 without the look): the look "
             "matters",
         ),
         (
-            {"trained": 0.1, "masked": 0.1, "uniform": 0.3, "silent": 0.5},
+            {"trained": 0.1, "masked": 0.1, "uniform": 0.3, "no_look": 0.5},
             True,
             "its look lowers p('r'): 0.10 as trained, 0.30 with uniform weights, 0.50 without the look",
         ),
     ],
 )
 def test_the_sentence_names_what_the_four_probabilities_show(numbers, causal, expected):
-    assert words("r", numbers, causal) == expected
+    assert words("r", numbers, causal, NextToken.words) == expected

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from conftest import compose_config
-from trainer.checkpoint import SNAPSHOT_FORMAT, CheckpointError
+from trainer.checkpoint import KEPT_FORMAT, CheckpointError
 from trainer.config import ConfigError, plain_config, to_train_config
 from trainer.resume import checkpoint_to_resume, resume_override, resumed_config
 from trainer.run_dir import RunDirInUse, RunLock, hydra_subdir, run_dir
@@ -90,11 +90,11 @@ def test_a_resume_must_leave_steps_to_train():
         resume_with("trainer.resume=x")
 
 
-def test_a_kept_snapshot_named_to_resume_writes_in_its_run_and_records_nothing_before_it_is_refused(tmp_path):
-    snapshot = tmp_path / "steps" / "step-5.pt"
-    snapshot.parent.mkdir()
-    torch.save({"format": SNAPSHOT_FORMAT, "step": 5, "config": {"trainer": {"max_steps": 60}}}, snapshot)
-    assert run_dir(str(snapshot), "outputs/day/time") == str(tmp_path)  # not RUN/steps
-    assert hydra_subdir(str(snapshot), str(tmp_path)) is None
-    with pytest.raises(CheckpointError, match=rf"a kept snapshot, .*; {tmp_path} holds no last.pt to resume from$"):
-        checkpoint_to_resume(str(snapshot), tmp_path)
+def test_a_kept_checkpoint_named_to_resume_writes_in_its_run_and_records_nothing_before_it_is_refused(tmp_path):
+    kept = tmp_path / "steps" / "step-5.pt"
+    kept.parent.mkdir()
+    torch.save({"format": KEPT_FORMAT, "step": 5, "config": {"trainer": {"max_steps": 60}}}, kept)
+    assert run_dir(str(kept), "outputs/day/time") == str(tmp_path)  # not RUN/steps
+    assert hydra_subdir(str(kept), str(tmp_path)) is None
+    with pytest.raises(CheckpointError, match=rf"a kept checkpoint, .*; {tmp_path} holds no last.pt to resume from$"):
+        checkpoint_to_resume(str(kept), tmp_path)

@@ -13,10 +13,10 @@ import torch
 import train
 import trainer.run
 from conftest import SHORT, Forked, cli, compose_config, wait_for
-from model import Mixer, ModelConfig, TinyLM
+from model import Mixer, ModelConfig, TinyLM, parameters_of
 from trainer.cli import run_with_one_line_errors
 from trainer.config import to_train_config
-from trainer.memory import check_memory, human, machine_memory, parameter_count
+from trainer.memory import check_memory, human, machine_memory
 
 # Every checkpoint after step 20 is written slowly: a part of the file, then a pause.
 SLOW_SAVE = """
@@ -146,7 +146,7 @@ def test_the_default_run_and_the_presets_pass_the_estimate(overrides):
 )
 def test_the_estimate_counts_the_parameters_a_built_model_has(settings):
     config = ModelConfig(vocab_size=77, **settings)
-    assert parameter_count(config) == sum(p.numel() for p in TinyLM(config).parameters())
+    assert parameters_of(config) == sum(p.numel() for p in TinyLM(config).parameters())
 
 
 # How torch on a CPU, numpy and CUDA say it, after the estimate let a run through (a machine busy with other work,
@@ -168,15 +168,15 @@ ALLOCATION_FAILURES = {
 def test_memory_running_out_mid_run_ends_in_one_line_naming_the_sizes_set_and_the_whole_checkpoint(
     tried, failure, tmp_path, cache_dir, monkeypatch
 ):
-    get_batch, calls = trainer.run.get_batch, []
+    batch, calls = trainer.run.TrainingRun.batch, []
 
-    def batch_then_out_of_memory(*args):
+    def batch_then_out_of_memory(run):
         calls.append(1)
         if len(calls) > 7:  # last.pt holds step 5
             raise failure
-        return get_batch(*args)
+        return batch(run)
 
-    monkeypatch.setattr(trainer.run, "get_batch", batch_then_out_of_memory)
+    monkeypatch.setattr(trainer.run.TrainingRun, "batch", batch_then_out_of_memory)
     run_dir = tmp_path / "run"
     error = run_train(
         monkeypatch,

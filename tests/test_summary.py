@@ -9,9 +9,9 @@ import pytest
 from torch.utils.tensorboard import SummaryWriter
 
 from conftest import SWEEP, cli, get_json
-from summary.figures import MASK, reads_the_future
+from summary.figures import MASK, honest_tag
 from summary.looks import encode
-from summary.runs import Run, find_runs, read_runs, swept_keys
+from summary.runs import RunCurves, find_runs, read_runs, swept_keys
 from summary.summarize import SUMMARY_FILES, summarize
 from trainer.tags import FINAL_TAGS
 
@@ -61,7 +61,8 @@ def test_summary_holds_each_runs_final_values_and_leaves_missing_tags_empty(tmp_
 
     markdown = (tmp_path / "summary.md").read_text()
     assert "Overrides of every run: `+experiment=x`." in markdown
-    row = "| 0_model.scale=True | model.scale=True | 2.000 | | | 1.200 | | | | | | | | 0 |"
+    empty = " |" * FINAL_TAGS[1:].index("attn/entropy")  # the losses it did not log: val/loss_causal, ...
+    row = f"| 0_model.scale=True | model.scale=True | 2.000 |{empty} 1.200 | | | | | | | | 0 |"
     assert row in markdown.replace("  ", " ")
     assert (tmp_path / "summary.png").read_bytes().startswith(b"\x89PNG")
 
@@ -81,7 +82,7 @@ def test_runs_are_found_below_every_directory_in_natural_order(tmp_path):
     assert [run.name for run in read_runs([tmp_path / "single"])] == ["single"]  # not "."
 
 
-def sweep(tmp_path: Path, grid: dict[str, list], scalars: dict[str, list[float]] | None = None) -> list[Run]:
+def sweep(tmp_path: Path, grid: dict[str, list], scalars: dict[str, list[float]] | None = None) -> list[RunCurves]:
     """Fake runs of every combination of `grid`'s values, as a sweep of those keys leaves them."""
     combinations = list(itertools.product(*grid.values()))
     for job, values in enumerate(combinations):
@@ -108,7 +109,7 @@ def test_model_causal_gives_the_line_style_so_its_forced_mask_line_pairs_with_th
     encoding = encode(runs, swept_keys(runs), style_first=MASK)
     assert [look.linestyle for look in encoding.looks] == ["-", "-", "--", "--"]
     assert [label for label, _ in encoding.legend][:1] == ["model.scale"]
-    assert [reads_the_future(run) for run in runs] == [False, False, True, True]
+    assert [honest_tag(run) for run in runs] == [None, None, "val/loss_causal", "val/loss_causal"]
 
 
 def test_a_lone_switch_gives_both_colour_and_line_style(tmp_path):

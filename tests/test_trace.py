@@ -7,12 +7,14 @@ from torch import nn
 from attend import trace_text
 from data import TokenizerConfig, train_tokenizer
 from model import ModelConfig, TinyLM
-from viewer.checkpoints import Trained
+from task import task_for
+from trainer.config import TrainConfig
+from viewer.checkpoints import Checkpoint
 from viewer.readings import cut_note, read, row_statistics, verdict
 from viewer.trace import trace
 
 
-def lesson_model() -> Trained:
+def lesson_model() -> Checkpoint:
     """A model whose projections give the lesson's vectors for the text "abc" (the lesson's "A numeric trace of one
     attention step"): q_3 = (1, 1); k = (1, 0), (0, 1), (1, 1); v = (1, 0), (0, 2), (2, 2)."""
     tokenizer = train_tokenizer(TokenizerConfig(), "abc")  # ids: [UNK] 0, a 1, b 2, c 3
@@ -26,7 +28,7 @@ def lesson_model() -> Trained:
         block.attn.W_Q.weight.copy_(torch.tensor([[0.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 1.0]]))
         block.attn.W_K.weight.copy_(torch.tensor([[0.0, 1.0, 0.0, 1.0], [0.0, 0.0, 1.0, 1.0]]))
         block.attn.W_V.weight.copy_(torch.tensor([[0.0, 1.0, 0.0, 2.0], [0.0, 0.0, 2.0, 2.0]]))
-    return Trained(model, tokenizer, 0, "")
+    return Checkpoint(model, task_for(TrainConfig(model=model.config), tokenizer), 0, "")
 
 
 def key_rows(printed: str) -> list[list[str]]:
@@ -73,15 +75,17 @@ def test_the_trace_is_the_reference_attention_of_the_models_own_forward():
 
 
 def test_a_row_that_reads_the_next_token_is_called_the_leak_and_a_one_hot_row_saturated():
-    trained = lesson_model()
-    layer = read(trained, "abc").layers[0]
+    reading = read(lesson_model(), "abc")
+    layer = reading.layers[0]
     layer.weights = torch.tensor([[0.2, 0.3, 0.5], [0.001, 0.001, 0.998], [0.3, 0.3, 0.4]])
-    assert verdict(layer, 0) == "most of the weight sits on future tokens (j > i), which the causal mask would hide"
-    assert verdict(layer, 1) == (
+    assert verdict(reading, 0, 0) == (
+        "most of the weight sits on future tokens (j > i), which the causal mask would hide"
+    )
+    assert verdict(reading, 0, 1) == (
         "1.00 of the weight sits on token 2, the very token it is asked to predict: the leak; "
         "one-hot: the softmax is saturated (largest weight 0.9980)"
     )
-    assert verdict(layer, 2) == ""
+    assert verdict(reading, 0, 2) == ""
     stats = row_statistics(layer.weights)
     assert stats["future_mass"] == pytest.approx([0.8, 0.998, 0.0], abs=1e-6)
     assert stats["max_weight"] == pytest.approx([0.5, 0.998, 0.4])

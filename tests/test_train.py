@@ -32,7 +32,7 @@ def test_short_run_lowers_the_loss(run_dir):
 def test_run_writes_one_events_file_that_tensorboard_reads_back(run_dir):
     assert len(list(run_dir.glob("events.out.tfevents.*"))) == 1
     assert [p for p in run_dir.iterdir() if p.is_dir() and p.name != KEPT] == []  # no extra run for the hparams
-    assert not list((run_dir / KEPT).glob("events.*"))  # the kept snapshots' directory holds no curves
+    assert not list((run_dir / KEPT).glob("events.*"))  # the kept checkpoints' directory holds no curves
     accumulator = events(run_dir)
     scalars = set(accumulator.Tags()["scalars"])
     assert {"train/loss", "train/loss_eval", "val/loss", "train/lr", "perf/tokens_per_sec"} <= scalars

@@ -15,7 +15,7 @@ from conftest import ROOT, compose_config
 from data import train_tokenizer
 from model import TinyLM
 from summary.runs import find_runs
-from trainer.checkpoint import BEST, LAST, SNAPSHOT_FORMAT, kept_path, load_checkpoint, save_checkpoint
+from trainer.checkpoint import BEST, KEPT_FORMAT, LAST, kept_path, load_checkpoint, save_checkpoint
 from trainer.config import ConfigError, plain_config, to_train_config
 from viewer.checkpoints import choose, load, look, named_checkpoint
 from viewer.runs import checkpoint_at, list_runs
@@ -32,7 +32,7 @@ def write_checkpoint(path: Path, step: int, seed: int = 0) -> Path:
     config.model.vocab_size = tokenizer.get_vocab_size()
     torch.manual_seed(seed)
     state = {
-        "format": SNAPSHOT_FORMAT,
+        "format": KEPT_FORMAT,
         "step": step,
         "config": plain_config(config),
         "model": TinyLM(config.model).state_dict(),
@@ -131,7 +131,7 @@ def test_the_listing_gives_every_kept_step_once_without_loading_a_model(tmp_path
     write_checkpoint(run_dir / BEST, 200)
     write_checkpoint(run_dir / LAST, 300)
     damage(kept_path(run_dir, 100))
-    monkeypatch.setattr("viewer.checkpoints.build", lambda checkpoint: pytest.fail("a model was built"))
+    monkeypatch.setattr("viewer.checkpoints.load_with_model", lambda path: pytest.fail("a model was built"))
     [entry] = list_runs(tmp_path)
     assert (entry.name, entry.checkpoint, entry.step, entry.note) == ("run", run_dir / BEST, 200, "")
     assert [(step.step, step.path.relative_to(run_dir).as_posix()) for step in entry.steps] == [

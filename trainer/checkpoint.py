@@ -35,8 +35,8 @@ KEYS = {"format", "step", "config", "model", "optimizer", "rng", "loss_sum", "be
 # A run's earlier checkpoints, kept to look back at (the Attention tab's step selector): RUN/steps/step-500.pt. They
 # hold the weights and what reads them, not the optimizer nor the random states: nothing resumes from them.
 KEPT = "steps"
-SNAPSHOT_FORMAT = "tinylm-snapshot-1"
-SNAPSHOT_KEYS = {"format", "step", "config", "model", "tokenizer"}
+KEPT_FORMAT = "tinylm-snapshot-1"  # the name on disk since the first kept checkpoints: unchanged, so they load
+KEPT_KEYS = {"format", "step", "config", "model", "tokenizer"}
 SHORT_WRITE = "unexpected pos"  # torch's zip writer's words for a write that stopped short (a full disk, often)
 FULL = 1_000_000  # bytes: a disk with less room than this left after a short write is taken for full
 
@@ -47,7 +47,7 @@ class CheckpointError(Exception):
 
 class Checkpointer:
     """Writes a run's checkpoints: last.pt to resume from, best.pt at each new lowest validation loss, and at each
-    evaluation a kept snapshot (RUN/steps/step-N.pt, weights only) as `kept_steps` decides, `keep` at most. Every
+    evaluation a kept checkpoint (RUN/steps/step-N.pt, weights only) as `kept_steps` decides, `keep` at most. Every
     rank calls it (their random states are gathered); rank 0 alone writes, after `before_write` (TensorBoard's
     flush: nothing a checkpoint says is done may be missing from the curves)."""
 
@@ -78,7 +78,7 @@ class Checkpointer:
         self.write(state, path)
 
     def evaluated(self) -> None:
-        """At an evaluation: this step's snapshot joins the kept ones, and those kept_steps lets go are removed
+        """At an evaluation: this step's kept checkpoint joins the others, and those kept_steps lets go are removed
         (after the new one is whole: a kill in between leaves one too many, which the next evaluation removes)."""
         if not self.keep:
             return
@@ -89,7 +89,7 @@ class Checkpointer:
         kept = kept_steps(sorted(on_disk), state["step"], self.keep, self.every)
         if state["step"] in kept:
             kept_path(self.run_dir, 0).parent.mkdir(exist_ok=True)
-            self.write(snapshot_state(state), kept_path(self.run_dir, state["step"]))
+            self.write(kept_state(state), kept_path(self.run_dir, state["step"]))
         for step, path in on_disk.items():
             if step not in kept:
                 path.unlink(missing_ok=True)
@@ -126,7 +126,7 @@ def still_whole(run_dir: Path, failed: Optional[Path], full: bool) -> str:
 
 
 def kept_steps(kept: list[int], step: int, keep: int, eval_interval: int) -> list[int]:
-    """Which evaluation steps a run keeps a snapshot of once `step` is evaluated, given the steps `kept` so far: at
+    """Which evaluation steps a run keeps a checkpoint of once `step` is evaluated, given the steps `kept` so far: at
     most `keep`, so that the set stays bounded however long the run; every evaluation while they are few; then
     spread evenly over log(1 + step / eval_interval), so dense early, where a model learns fastest (the leak preset
     learns to read ahead within its first 100 steps), and ever sparser later. The earliest kept (step 0 of a run
@@ -194,7 +194,7 @@ def save_checkpoint(state: dict, path: Path) -> None:
 
 def remove_unfinished(run_dir: Path) -> None:
     """Removes the temporary files of checkpoint writes that never finished (a SIGKILL or a second Ctrl-C during
-    a save), the kept snapshots' among them; only the process holding the run directory's lock may call it."""
+    a save), the kept checkpoints' among them; only the process holding the run directory's lock may call it."""
     for directory in (run_dir, run_dir / KEPT):
         for unfinished in directory.glob(UNFINISHED):
             unfinished.unlink(missing_ok=True)
@@ -202,6 +202,11 @@ def remove_unfinished(run_dir: Path) -> None:
 
 def load_checkpoint(path: Path) -> dict:
     """The checkpoint at `path`, checked to be tinylm's and to fit its own model settings; else CheckpointError."""
+    return load_with_model(path)[0]
+
+
+def load_with_model(path: Path) -> tuple[dict, TinyLM]:
+    """The checkpoint at `path` and the model its weights were checked in (on the CPU): what readers use."""
     if not path.is_file():
         raise CheckpointError(f"{path}: no such checkpoint file")
     if not zipfile.is_zipfile(path):  # torch.save writes a zip archive; a truncated one has lost its directory
@@ -212,22 +217,23 @@ def load_checkpoint(path: Path) -> dict:
         state = torch.load(path, map_location="cpu", weights_only=True)  # never unpickles code
     except Exception as error:  # truncated, random bytes, a pickle of arbitrary objects: all refused alike
         raise CheckpointError(f"{path}: not a tinylm checkpoint ({load_failure(error)})") from None
-    keys = {CHECKPOINT_FORMAT: KEYS, SNAPSHOT_FORMAT: SNAPSHOT_KEYS}.get(
+    keys = {CHECKPOINT_FORMAT: KEYS, KEPT_FORMAT: KEPT_KEYS}.get(
         state.get("format") if isinstance(state, dict) else None
     )
     if keys is None or not keys <= state.keys():
         raise CheckpointError(f"{path}: not a tinylm checkpoint (format {CHECKPOINT_FORMAT} expected)")
     try:
-        TinyLM(model_config(state)).load_state_dict(state["model"])
+        model = TinyLM(model_config(state))
+        model.load_state_dict(state["model"])
     except Exception as error:
         reason = str(error).strip().splitlines()[0]
         raise CheckpointError(f"{path}: its weights do not fit its model settings ({reason[:160]})") from None
-    return state
+    return state, model
 
 
-def snapshot_state(state: dict) -> dict:
+def kept_state(state: dict) -> dict:
     """What a kept checkpoint holds of a checkpoint's contents: the weights, the settings and the tokenizer."""
-    return {key: state[key] for key in SNAPSHOT_KEYS} | {"format": SNAPSHOT_FORMAT}
+    return {key: state[key] for key in KEPT_KEYS} | {"format": KEPT_FORMAT}
 
 
 def kept_path(run_dir: Path, step: int) -> Path:
@@ -241,7 +247,7 @@ def kept_checkpoints(run_dir: Path) -> list[Path]:
 
 
 def glance(path: Path) -> Optional[dict]:
-    """A checkpoint's step, its run's max_steps and its format (CHECKPOINT_FORMAT, or SNAPSHOT_FORMAT for a kept
+    """A checkpoint's step, its run's max_steps and its format (CHECKPOINT_FORMAT, or KEPT_FORMAT for a kept
     one), read without checks and without reading its weights (memory-mapped), for deciding where a run writes and
     for messages; None when it cannot be read. The one reader of a checkpoint's step that loads no weights."""
     try:
@@ -255,10 +261,10 @@ def glance(path: Path) -> Optional[dict]:
         return None
 
 
-def is_snapshot(path: Path) -> bool:
-    """Whether `path` is a kept snapshot (weights only), which nothing resumes from."""
+def is_kept(path: Path) -> bool:
+    """Whether `path` is a kept checkpoint (weights only), which nothing resumes from."""
     seen = glance(path) if path.is_file() else None
-    return bool(seen) and seen["format"] == SNAPSHOT_FORMAT
+    return bool(seen) and seen["format"] == KEPT_FORMAT
 
 
 def damaged_record(path: Path) -> Optional[str]:

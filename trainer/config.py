@@ -18,6 +18,7 @@ from data import DataConfig, TokenizerConfig, TokenizerKind
 from data.sources import data_problems
 from model import ModelConfig
 from model.tinylm import model_problems
+from task import TASKS, TaskConfig, task_problems
 
 log = logging.getLogger("tinylm")
 
@@ -33,7 +34,8 @@ class Precision(Enum):
 
 
 class Objective(Enum):
-    val_causal = "val_causal"  # val/loss with the causal mask forced on: a leaky model cannot fake it
+    honest = "honest"  # the task's loss with its targets hidden (next_token: val/loss_causal): a leak cannot fake it
+    val_causal = "honest"  # the name it had before tasks: the same setting
     val = "val"  # val/loss: near 0 for a leaky model, so a search minimising it picks model.causal=false
 
 
@@ -65,16 +67,24 @@ class TrainerConfig:
     keep_checkpoints: int = 8  # earlier checkpoints kept to look back at (weights only, RUN/steps/); 0 keeps none
     resume: Optional[str] = None  # a run directory or checkpoint file to continue, in its own directory
     start_over: bool = False  # a fresh run in a directory that holds a run: move that run into RUN/earlier-DATE_TIME
-    objective: Objective = Objective.val_causal  # what main returns to a sweeper (Optuna) to minimise
+    objective: Objective = Objective.honest  # what main returns to a sweeper (Optuna) to minimise
 
 
 @dataclass
 class TrainConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
+    task: TaskConfig = field(default_factory=TaskConfig)
     data: DataConfig = field(default_factory=DataConfig)
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
+
+
+def objective_key(config: TrainConfig) -> str:
+    """The evaluation's loss that trainer.objective names: the task's honest curve, or val."""
+    if config.trainer.objective is Objective.val:
+        return "val"
+    return TASKS[config.task.name].honest
 
 
 def register_schema() -> None:
@@ -91,7 +101,7 @@ def to_train_config(cfg: DictConfig) -> TrainConfig:
 
 def plain_config(config: object) -> dict:
     """The settings as plain dicts, numbers and strings: what a checkpoint (weights_only) and the HParams tab hold.
-    A walk over the dataclasses: OmegaConf.structured checked every value again, 5 ms at each checkpoint."""
+    A walk over the dataclasses: OmegaConf.structured would check every value again at each checkpoint."""
     return {setting.name: plain_value(getattr(config, setting.name)) for setting in fields(config)}
 
 
@@ -141,6 +151,66 @@ MAX_SAMPLE_TOKENS = 100_000  # as sample.py's max_new_tokens
 MAX_KEPT = 100  # trainer.keep_checkpoints: each is a copy of the weights
 
 
+def range_problems(config: TrainConfig, nonfinite: list[str]) -> list[tuple[str, str]]:
+    """Each setting outside its range, one problem per key: (key, problem)."""
+
+    def value(key: str) -> object:
+        return attrgetter(key)(config)
+
+    def finite(keys: list[str]) -> list[str]:
+        return [key for key in keys if key not in nonfinite]  # one problem per key
+
+    problems = [(key, "must be a finite number") for key in nonfinite]
+    problems += [(key, "must be positive") for key in finite(POSITIVE) if value(key) <= 0]
+    problems += [(key, "must not be negative") for key in finite(NOT_NEGATIVE) if value(key) < 0]
+    problems += [(key, "must be at least 0 and below 1") for key in finite(BELOW_ONE) if not 0 <= value(key) < 1]
+    if not 0 < config.data.val_fraction < 1 and "data.val_fraction" not in nonfinite:
+        problems.append(("data.val_fraction", "must be between 0 and 1"))
+    if not -SEED_LIMIT <= config.trainer.seed <= SEED_LIMIT:
+        problems.append(("trainer.seed", f"must be between -{SEED_LIMIT} and {SEED_LIMIT} (2**62)"))
+    if config.trainer.sample_tokens > MAX_SAMPLE_TOKENS:
+        problems.append(("trainer.sample_tokens", f"must be at most {MAX_SAMPLE_TOKENS}: each is a forward pass"))
+    if config.trainer.keep_checkpoints > MAX_KEPT:
+        problems.append(("trainer.keep_checkpoints", f"must be at most {MAX_KEPT}: each is a copy of the weights"))
+    return problems
+
+
+def relation_problems(config: TrainConfig, nonfinite: bool) -> list[tuple[str, str]]:
+    """The settings that cannot work together, (key, problem) each; the optimizer's only where every number is
+    finite."""
+    optim, trainer, problems = config.optim, config.trainer, []
+    if optim.lr > 1 and not nonfinite:
+        problems.append(("optim.lr", "must be at most 1: AdamW moves every weight by about lr at each step"))
+    if 0 < optim.lr <= 1 and optim.lr * optim.weight_decay >= 1 and not nonfinite:
+        weights = "each step scales the weights by 1 - lr * weight_decay"
+        problems.append(("optim.weight_decay", f"times optim.lr={optim.lr} must be below 1: {weights}"))
+    if 0 < optim.lr < optim.min_lr and not nonfinite:
+        problems.append(("optim.min_lr", f"must not exceed optim.lr={optim.lr}: the schedule decays from lr to min_lr"))
+    if trainer.grad_accum_steps > 0 and trainer.batch_size % trainer.grad_accum_steps:
+        problems.append(("trainer.grad_accum_steps", f"must divide trainer.batch_size={trainer.batch_size}"))
+    if 0 < trainer.max_steps < trainer.eval_interval:
+        problems.append(("trainer.eval_interval", f"must not exceed trainer.max_steps={trainer.max_steps}"))
+    return problems
+
+
+def tokenizer_problems(config: TrainConfig) -> list[tuple[str, str]]:
+    """The vocabulary settings that cannot work, (key, problem) each."""
+    problems, bpe = [], config.tokenizer.kind is TokenizerKind.bpe
+    if config.model.vocab_size is not None:
+        problems.append(
+            ("model.vocab_size", "comes from the tokenizer; to change it use tokenizer=bpe tokenizer.vocab_size=N")
+        )
+    if bpe and (config.tokenizer.vocab_size or 0) < 256:
+        problems.append(
+            ("tokenizer.vocab_size", "must be at least 256 for tokenizer=bpe: its alphabet is the 256 bytes")
+        )
+    if not bpe and config.tokenizer.vocab_size is not None:
+        problems.append(
+            ("tokenizer.vocab_size", "applies to tokenizer=bpe only; a char vocabulary is the text's characters")
+        )
+    return problems
+
+
 def float_keys(config: TrainConfig) -> list[str]:
     """Every setting of type float, e.g. "optim.lr"."""
     return [
@@ -153,62 +223,15 @@ def float_keys(config: TrainConfig) -> list[str]:
 
 def check_values(config: TrainConfig) -> None:
     """The ranges that types cannot express; one ConfigError names every bad key."""
-
-    def value(key: str) -> object:
-        return attrgetter(key)(config)
-
-    nonfinite = [key for key in float_keys(config) if not math.isfinite(value(key))]
-    problems = [(key, "must be a finite number") for key in nonfinite]
-
-    def finite(keys: list[str]) -> list[str]:
-        return [key for key in keys if key not in nonfinite]  # one problem per key
-
-    problems += [(key, "must be positive") for key in finite(POSITIVE) if value(key) <= 0]
-    problems += [(key, "must not be negative") for key in finite(NOT_NEGATIVE) if value(key) < 0]
-    problems += [(key, "must be at least 0 and below 1") for key in finite(BELOW_ONE) if not 0 <= value(key) < 1]
-    optim = config.optim
-    if optim.lr > 1 and not nonfinite:
-        problems.append(("optim.lr", "must be at most 1: AdamW moves every weight by about lr at each step"))
-    if 0 < optim.lr <= 1 and optim.lr * optim.weight_decay >= 1 and not nonfinite:
-        problems.append(
-            (
-                "optim.weight_decay",
-                f"times optim.lr={optim.lr} must be below 1: each step scales the weights by 1 - lr * weight_decay",
-            )
-        )
-    if 0 < config.optim.lr < config.optim.min_lr and not nonfinite:
-        problems.append(
-            ("optim.min_lr", f"must not exceed optim.lr={config.optim.lr}: the schedule decays from lr to min_lr")
-        )
-    if config.trainer.grad_accum_steps > 0 and config.trainer.batch_size % config.trainer.grad_accum_steps:
-        problems.append(("trainer.grad_accum_steps", f"must divide trainer.batch_size={config.trainer.batch_size}"))
-    if 0 < config.trainer.max_steps < config.trainer.eval_interval:
-        problems.append(("trainer.eval_interval", f"must not exceed trainer.max_steps={config.trainer.max_steps}"))
-    if not 0 < config.data.val_fraction < 1 and "data.val_fraction" not in nonfinite:
-        problems.append(("data.val_fraction", "must be between 0 and 1"))
-    if not -SEED_LIMIT <= config.trainer.seed <= SEED_LIMIT:
-        problems.append(("trainer.seed", f"must be between -{SEED_LIMIT} and {SEED_LIMIT} (2**62)"))
-    if config.trainer.sample_tokens > MAX_SAMPLE_TOKENS:
-        problems.append(("trainer.sample_tokens", f"must be at most {MAX_SAMPLE_TOKENS}: each is a forward pass"))
-    if config.trainer.keep_checkpoints > MAX_KEPT:
-        problems.append(("trainer.keep_checkpoints", f"must be at most {MAX_KEPT}: each is a copy of the weights"))
-    if config.model.vocab_size is not None:
-        problems.append(
-            ("model.vocab_size", "comes from the tokenizer; to change it use tokenizer=bpe tokenizer.vocab_size=N")
-        )
-    bpe = config.tokenizer.kind is TokenizerKind.bpe
-    if bpe and (config.tokenizer.vocab_size or 0) < 256:
-        problems.append(
-            ("tokenizer.vocab_size", "must be at least 256 for tokenizer=bpe: its alphabet is the 256 bytes")
-        )
-    if not bpe and config.tokenizer.vocab_size is not None:
-        problems.append(
-            ("tokenizer.vocab_size", "applies to tokenizer=bpe only; a char vocabulary is the text's characters")
-        )
-    # The model's and the data's own checks (model/tinylm.py, data/sources.py), worded already, each naming its setting.
+    nonfinite = [key for key in float_keys(config) if not math.isfinite(attrgetter(key)(config))]
+    problems = range_problems(config, nonfinite) + relation_problems(config, bool(nonfinite))
+    problems += tokenizer_problems(config)
+    # The model's, the data's and the task's own checks (model/tinylm.py, data/sources.py, task/), worded already.
     worded = model_problems(config.model) + data_problems(config.data, config.tokenizer, config.model.block_size)
+    worded += task_problems(config)
     if problems or worded:
-        raise ConfigError("; ".join([f"{key}={value(key)}: {problem}" for key, problem in problems] + worded))
+        named = [f"{key}={attrgetter(key)(config)}: {problem}" for key, problem in problems]
+        raise ConfigError("; ".join(named + worded))
     if config.optim.warmup_steps > config.trainer.max_steps:
         log.warning(
             "optim.warmup_steps=%d is longer than the run: the learning rate rises over all %d steps",

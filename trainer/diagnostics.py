@@ -1,4 +1,5 @@
-"""What the attention does, for TensorBoard: statistics of its weights and scores, its pattern, its gradients.
+"""What the attention does, for TensorBoard: statistics of its weights and scores (model/statistics.py), its pattern,
+its gradients.
 
 The statistics read the reference path's AttentionResult (the fused kernel returns no weights). Tags name
 layer 0 plainly and add the index for the others: attn/entropy, attn/entropy/1, ... A recurrent model
@@ -8,6 +9,7 @@ layer 0 plainly and add the index for the others: attn/entropy, attn/entropy/1, 
 import math
 import textwrap
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -16,69 +18,23 @@ import torch
 from tokenizers import Tokenizer
 from torch import Tensor
 
-from data import get_batch
-from model import AttentionResult, TinyLM, softmax_jacobian_norm
+from model import Look, TinyLM
+from model.statistics import attention_stats, fed_scores, self_weight
+from task.fill_blank import BLANK, BLANK_LABEL
 
 if TYPE_CHECKING:  # the readers of trained runs (viewer/) use these functions without TensorBoard's writer
     from matplotlib.figure import Figure
     from torch.utils.tensorboard import SummaryWriter
+
+    from task import Task
 
 PROBE_WINDOWS = 8  # validation windows the statistics average over: enough rows, little time
 PATTERN_TOKENS = 24  # the pattern image shows the first window's first tokens: labels readable in a thumbnail
 # The pattern figure's layout, in inches and points (pattern_figure)
 HEAT_MAP, COLOUR_BAR, LINE, GAP = 4.5, 0.9, 0.2, 0.1  # inches: the heat map's side, the bar with its numbers
 LABEL_POINTS, MONOSPACE_WIDTH = 14, 0.61  # the tokens' font size, and its characters' width in ems (DejaVu Sans Mono)
-SATURATED = 0.99  # a row whose largest weight exceeds this has collapsed onto one key
 VISIBLE_WHITESPACE = str.maketrans({" ": "␣", "\n": "↵", "\t": "⇥"})
-
-
-def entropy(weights: Tensor) -> Tensor:
-    """Mean over query rows of -sum_j a_ij log a_ij, in nats; masked keys (a_ij = 0) add 0, not nan. A one-hot row
-    gives 0, not -0 (0 - 0, where negating would print "-0.000")."""
-    return 0.0 - torch.special.xlogy(weights, weights).sum(-1).mean()
-
-
-def max_weight(weights: Tensor) -> Tensor:
-    return weights.amax(-1).mean()
-
-
-def saturated_frac(weights: Tensor) -> Tensor:
-    return (weights.amax(-1) > SATURATED).float().mean()
-
-
-def future_mass(weights: Tensor) -> Tensor:
-    """Mean over query rows i of the weight on keys j > i: exactly 0 under the causal mask."""
-    return weights.triu(diagonal=1).sum(-1).mean()
-
-
-def self_weight(weights: Tensor) -> Tensor:
-    """Mean over query rows i of a_ii, the weight a query puts on its own key (row 0 of a causal layer has only it:
-    1). Spread evenly over the keys j <= i it is the mean of 1 / (i + 1): 0.074 at T = 64."""
-    return weights.diagonal(dim1=-2, dim2=-1).mean()
-
-
-def fed_scores(scores: Tensor, causal: bool = True) -> Tensor:
-    """The scaled scores the softmax could weight, flat: the masked ones (above the diagonal of a causal layer,
-    whatever value the mask wrote there) are left out."""
-    if not causal:
-        return scores.flatten()
-    T = scores.size(-1)
-    return scores[torch.ones(T, T, dtype=torch.bool, device=scores.device).tril().expand(scores.shape)]
-
-
-def attention_stats(result: AttentionResult, causal: bool = True) -> dict[str, Tensor]:
-    """Every statistic of one layer (masked as `causal` says), still on the device, keyed by its tag's last part."""
-    weights, scores = result.weights, fed_scores(result.scores, causal)
-    return {
-        "entropy": entropy(weights),
-        "max_weight": max_weight(weights),
-        "saturated_frac": saturated_frac(weights),
-        "jacobian_norm": softmax_jacobian_norm(weights),  # the gradient a saturated softmax no longer passes
-        "logit_std": scores.std(),
-        "logit_max": scores.max(),
-        "future_mass": future_mass(weights),
-        "self_weight": self_weight(weights),  # without projections x_i . x_i = |x_i|^2 tends to win
-    }
+SHOWN = {BLANK: BLANK_LABEL}  # special tokens drawn otherwise than by name
 
 
 def layer_tag(name: str, layer: int) -> str:
@@ -91,9 +47,10 @@ def write_scalars(writer: "SummaryWriter", values: dict[str, Tensor], step: int)
         writer.add_scalar(tag, value, step)
 
 
-def probe_windows(val_tokens: np.ndarray, block_size: int, seed: int, device: torch.device) -> Tensor:
-    """The validation windows (PROBE_WINDOWS, block_size) that log_attention reads: the same for a given seed."""
-    return get_batch(val_tokens, PROBE_WINDOWS, block_size, torch.Generator().manual_seed(seed), device)[0]
+def probe_windows(task: "Task", val_tokens: np.ndarray, seed: int, device: torch.device) -> Tensor:
+    """The inputs of the validation batch (PROBE_WINDOWS, block_size) that log_attention reads, as the task makes
+    them: the same for a given seed."""
+    return task.draw(val_tokens, PROBE_WINDOWS, torch.Generator().manual_seed(seed), device).inputs
 
 
 @torch.no_grad()
@@ -105,24 +62,25 @@ def log_attention(
     step: int,
     label: str = "",
     draw: Callable[[Callable[[], None]], object] = lambda job: job(),
+    hatch_future: bool = True,
 ) -> None:
     """Each layer's statistics (attn/...), a histogram of its scores (attn/logits) and, as an image titled with
-    `label` and the step, its weights on the first window's first PATTERN_TOKENS tokens (attn/pattern), all through
-    the reference path. `draw` runs the drawing of each image: here and now by default; the recorder hands it to a
-    thread, so that matplotlib works while the next steps train."""
+    `label` and the step, its weights on the first window's first PATTERN_TOKENS tokens (attn/pattern, the future
+    hatched as `hatch_future` says), all through the reference path. `draw` runs the drawing of each image: here and
+    now by default; the recorder hands it to a thread, so that matplotlib works while the next steps train."""
     layers = model.attention_layers()
     if not layers:
         return  # a recurrent model: no attention to read
     was_training = model.training
     model.eval()
-    results, pattern_results = [], []
-    model(windows, capture=results)
+    look, pattern_look = Look(), Look()
+    model(windows, look=look)
     snippet = windows[0, :PATTERN_TOKENS]
-    model(snippet[None], capture=pattern_results)  # on its own, so even unmasked rows weigh only the keys shown
+    model(snippet[None], look=pattern_look)  # on its own, so even unmasked rows weigh only the keys shown
     model.train(was_training)
 
     labels = token_labels(tokenizer, snippet.tolist())
-    for layer, (attn, result, pattern) in enumerate(zip(layers, results, pattern_results)):
+    for layer, (attn, result, pattern) in enumerate(zip(layers, look.results, pattern_look.results)):
         stats = attention_stats(result, attn.causal)
         write_scalars(writer, {layer_tag(f"attn/{name}", layer): value for name, value in stats.items()}, step)
         writer.add_histogram(
@@ -131,11 +89,12 @@ def log_attention(
         weights = pattern.weights[0].detach().float().cpu()
         itself = f"mean a_ii {self_weight(weights).item():.2f}"  # the diagonal's weight, a query on itself
         title = f"layer {layer}, step {step}, {itself}" + (f": {label}" if label else "")
-        draw(partial(add_pattern, writer, layer_tag("attn/pattern", layer), weights, labels, title, step))
+        figure = partial(pattern_figure, weights, labels, title, hatch_future)
+        draw(partial(add_pattern, writer, layer_tag("attn/pattern", layer), figure, step))
 
 
-def add_pattern(writer: "SummaryWriter", tag: str, weights: Tensor, labels: list[str], title: str, step: int) -> None:
-    writer.add_figure(tag, pattern_figure(weights, labels, title), step)
+def add_pattern(writer: "SummaryWriter", tag: str, figure: Callable[[], "Figure"], step: int) -> None:
+    writer.add_figure(tag, figure(), step)
 
 
 def log_grad_norms(writer: "SummaryWriter", model: TinyLM, step: int) -> None:
@@ -167,73 +126,81 @@ def log_mask_readings(writer: "SummaryWriter", model: TinyLM, step: int) -> None
 
 
 def token_labels(tokenizer: Tokenizer, ids: list[int]) -> list[str]:
-    """Each token's text with its whitespace drawn (␣ ↵ ⇥); special tokens, which decode drops, by name."""
-    return [tokenizer.decode([i]).translate(VISIBLE_WHITESPACE) or tokenizer.id_to_token(i) for i in ids]
+    """Each token's text with its whitespace drawn (␣ ↵ ⇥); special tokens, which decode drops, by name, the blank
+    as a box."""
+    named = [tokenizer.id_to_token(i) for i in ids]
+    return [tokenizer.decode([i]).translate(VISIBLE_WHITESPACE) or SHOWN.get(name, name) for i, name in zip(ids, named)]
 
 
-def pattern_figure(weights: Tensor, labels: list[str], title: str) -> "Figure":
+@dataclass(frozen=True)
+class PatternLayout:
+    """The pattern figure's sizes in inches, each from what it holds: the labels' length in a monospace font (so that
+    no tick or layout engine has to measure each label, most of a figure's time)."""
+
+    points: float  # the labels' font size
+    upright: bool  # characters read best upright; longer tokens are turned to fit
+    left: float  # from the figure's left edge to the heat map: the query axis's name, then its labels
+    names: float  # above the heat map: the key labels, then the key axis's name
+    title_lines: list[str]
+    width: float
+    height: float
+
+    @classmethod
+    def of(cls, labels: list[str], title: str) -> "PatternLayout":
+        points = LABEL_POINTS * min(1.0, PATTERN_TOKENS / len(labels))
+        longest = max(map(len, labels)) * points * MONOSPACE_WIDTH / 72
+        upright = longest <= points / 72
+        title_lines = textwrap.wrap(f"attention weight a_ij, {title}", 60)
+        left = GAP + LINE + GAP + longest + GAP
+        names = GAP + (points * 1.3 / 72 if upright else longest) + GAP
+        top = names + LINE + GAP + len(title_lines) * LINE + GAP
+        return cls(points, upright, left, names, title_lines, left + HEAT_MAP + COLOUR_BAR, top + HEAT_MAP + GAP)
+
+
+def pattern_figure(weights: Tensor, labels: list[str], title: str, hatch_future: bool = True) -> "Figure":
     """The (T, T) weights as a heat map, queries down and keys across, each labelled with its token. The diagonal
-    (a token reading itself) is drawn and the future (j > i, what the causal mask hides) hatched, so weight on the
-    future stands out: a leaky model's sharp line just right of the diagonal sits on the hatching. Laid out for
-    PATTERN_TOKENS labels a side: a longer text gets labels as much smaller (save it at as much higher a dpi)."""
-    from matplotlib.figure import Figure  # imported on first use: 0.3 s that a run's start need not wait for
+    (a token reading itself) is drawn and, where the future holds the targets (next-token prediction), the future
+    (j > i, what the causal mask hides) hatched, so weight on it stands out: a leaky model's sharp line just right of
+    the diagonal sits on the hatching. Laid out for PATTERN_TOKENS labels a side: a longer text gets labels as much
+    smaller (save it at as much higher a dpi)."""
+    from matplotlib.figure import Figure  # imported on first use: a run's start need not wait for it
     from matplotlib.patches import Polygon
-    from matplotlib.transforms import offset_copy
 
-    # Every margin is set in inches from what it holds, the labels' length in a monospace font: matplotlib's ticks
-    # and layout engines would measure each label, most of a figure's time.
-    size, points = len(labels), LABEL_POINTS * min(1.0, PATTERN_TOKENS / len(labels))
-    longest = max(map(len, labels)) * points * MONOSPACE_WIDTH / 72  # inches
-    upright = longest <= points / 72  # characters read best upright, longer tokens need turning to fit
-    key_labels = points * 1.3 / 72 if upright else longest
-    title_lines = textwrap.wrap(f"attention weight a_ij, {title}", 60)
-    left = GAP + LINE + GAP + longest + GAP  # the query axis's name, then its labels
-    names = GAP + key_labels + GAP  # above the heat map: the key labels, the key axis's name, then the title
-    top = names + LINE + GAP + len(title_lines) * LINE + GAP
-    width, height = left + HEAT_MAP + COLOUR_BAR, top + HEAT_MAP + GAP
+    layout, size = PatternLayout.of(labels, title), len(labels)
+    width, height = layout.width, layout.height
     figure = Figure(figsize=(width, height))  # no pyplot: no global figure to close
-    axes = figure.add_axes((left / width, GAP / height, HEAT_MAP / width, HEAT_MAP / height))
+    axes = figure.add_axes((layout.left / width, GAP / height, HEAT_MAP / width, HEAT_MAP / height))
     image = axes.imshow(weights.detach().float().cpu().numpy(), cmap="Blues", vmin=0, vmax=1)
-    future = [(i + 0.5, i + offset) for i in range(size) for offset in (-0.5, 0.5)] + [(size - 0.5, -0.5)]
-    axes.add_patch(Polygon(future, closed=True, fill=False, hatch="//", edgecolor="tab:orange", linewidth=0, alpha=0.6))
+    if hatch_future:
+        future = [(i + 0.5, i + offset) for i in range(size) for offset in (-0.5, 0.5)] + [(size - 0.5, -0.5)]
+        hatching = Polygon(future, closed=True, fill=False, hatch="//", edgecolor="tab:orange", linewidth=0, alpha=0.6)
+        axes.add_patch(hatching)
     axes.plot([-0.5, size - 0.5], [-0.5, size - 0.5], color="tab:red", linewidth=1, linestyle="--")
     axes.set_xticks([])
     axes.set_yticks([])
+    label_pattern(figure, axes, labels, layout, hatch_future)
+    colour_bar = figure.add_axes(
+        ((layout.left + HEAT_MAP + 0.15) / width, GAP / height, 0.2 / width, HEAT_MAP / height)
+    )
+    figure.colorbar(image, cax=colour_bar)
+    return figure
+
+
+def label_pattern(figure: "Figure", axes, labels: list[str], layout: PatternLayout, hatch_future: bool) -> None:
+    """Each key's and query's token beside the heat map, the axes' names and the title, placed in inches."""
+    from matplotlib.transforms import offset_copy
 
     def shifted(transform, x: float = 0, y: float = 0):  # moved so many inches; it moves with the heat map
         return offset_copy(transform, figure, x=x, y=y, units="inches")
 
     keys, queries = shifted(axes.get_xaxis_transform(), y=GAP), shifted(axes.get_yaxis_transform(), x=-GAP)
-    font = {"fontsize": points, "family": "monospace"}
+    font = {"fontsize": layout.points, "family": "monospace"}
     for i, label in enumerate(labels):
-        axes.text(i, 1, label, transform=keys, ha="center", va="bottom", rotation=0 if upright else 90, **font)
+        axes.text(i, 1, label, transform=keys, ha="center", va="bottom", rotation=0 if layout.upright else 90, **font)
         axes.text(0, i, label, transform=queries, ha="right", va="center", **font)
-    axes.text(
-        0.5,
-        1,
-        "key j (the token read); hatched: j > i, the future",
-        transform=shifted(axes.transAxes, y=names),
-        ha="center",
-        va="bottom",
-    )
-    axes.text(
-        0,
-        0.5,
-        "query i (the token reading); dashed: j = i",
-        transform=shifted(axes.transAxes, x=GAP - left),
-        ha="left",
-        va="center",
-        rotation=90,
-    )
-    axes.text(
-        0,
-        1,
-        "\n".join(title_lines),
-        transform=shifted(axes.transAxes, y=names + LINE + GAP),
-        ha="left",
-        va="bottom",
-        fontsize=11,
-    )
-    colour_bar = figure.add_axes(((left + HEAT_MAP + 0.15) / width, GAP / height, 0.2 / width, HEAT_MAP / height))
-    figure.colorbar(image, cax=colour_bar)
-    return figure
+    key_name = "key j (the token read)" + ("; hatched: j > i, the future" if hatch_future else "")
+    axes.text(0.5, 1, key_name, transform=shifted(axes.transAxes, y=layout.names), ha="center", va="bottom")
+    query_name, at = "query i (the token reading); dashed: j = i", shifted(axes.transAxes, x=GAP - layout.left)
+    axes.text(0, 0.5, query_name, transform=at, ha="left", va="center", rotation=90)
+    title_at = shifted(axes.transAxes, y=layout.names + LINE + GAP)
+    axes.text(0, 1, "\n".join(layout.title_lines), transform=title_at, ha="left", va="bottom", fontsize=11)

@@ -8,19 +8,17 @@ from dataclasses import dataclass, fields, replace
 from typing import Optional
 
 import torch
-from torch.overrides import TorchFunctionMode
 
 from data import TokenizerKind
-from model import ModelConfig, TinyLM, stores_scores
-from model.tinylm import Block
+from model import parameters_of, stores_scores
 from trainer.config import ConfigError, TrainConfig
 
 FLOAT = 4  # bytes of a float32: weights, gradients and the optimizer's moments stay float32 under autocast
-TOKEN_ID = 8  # bytes of an int64 token id, as get_batch hands them to the model
+TOKEN_ID = 8  # bytes of an int64 token id, as a batch hands them to the model
 PER_PARAMETER = 4 * FLOAT  # the weight, its gradient and AdamW's two moments
 UNITS = ("bytes", "KB", "MB", "GB", "TB", "PB")
-# The tokenizers library allocates this much per vocabulary entry before it learns a merge (measured: 70.9 GB asked
-# for tokenizer.vocab_size=1000000000); failing, it aborts the process, which no handler can catch.
+# The tokenizers library allocates this much per vocabulary entry before it learns a merge (docs/benchmark.md has
+# the measurement); failing, it aborts the process, which no handler can catch.
 BPE_TRAINER_BYTES = 70
 SIZE_SETTINGS = [
     "model.d_model",
@@ -43,30 +41,11 @@ class Need:
     settings: list[str]
 
 
-class Uninitialised(TorchFunctionMode):
-    """torch.nn.init's functions leave their tensor as it is: on the meta device there are no values to set, and
-    there normal_ runs PyTorch's Python reference, which imports torch's compiler (1.5 s of a refused run's 4)."""
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        if getattr(func, "__module__", None) == "torch.nn.init":
-            return args[0] if args else kwargs["tensor"]
-        return func(*args, **(kwargs or {}))
-
-
-def parameter_count(model: ModelConfig) -> int:
-    """TinyLM's parameters for these settings, counted on the meta device (no memory): one layer built whole,
-    the others as many times one block, so a huge n_layer costs no time either."""
-    with torch.device("meta"), Uninitialised():
-        one_layer = sum(p.numel() for p in TinyLM(replace(model, n_layer=1)).parameters())
-        block = sum(p.numel() for p in Block(model).parameters())
-    return one_layer + (model.n_layer - 1) * block
-
-
 def needs(config: TrainConfig, vocab_size: int) -> tuple[list[Need], list[Need]]:
     """The pieces that live on the training device at the same time, and those on the host: the batch being built
     and, for tokenizer=bpe, what its trainer allocates up front."""
     model, trainer = config.model, config.trainer
-    parameters = parameter_count(replace(model, vocab_size=vocab_size))
+    parameters = parameters_of(replace(model, vocab_size=vocab_size))
     tokens = trainer.batch_size // trainer.grad_accum_steps * model.block_size  # of one micro-batch
     per_token = model.n_layer * (13 * model.d_model + 2 * model.d_k + 2 * model.d_v) + 3 * vocab_size
     scores = 3 * model.n_layer * model.block_size if stores_scores(model) else 0  # the reference path's (T, T)
@@ -174,7 +153,13 @@ def memory_problem(config: TrainConfig, vocab_size: int) -> Optional[str]:
 def check_memory(config: TrainConfig) -> None:
     """Refuses, naming the settings, sizes that cannot fit this machine: before any work, after the range checks."""
     # The vocabulary comes from the text later; a BPE one has its 256 bytes at least, a char one a character.
-    if too_big := memory_problem(config, vocab_size=256 if config.tokenizer.kind is TokenizerKind.bpe else 1):
+    try:
+        too_big = memory_problem(config, vocab_size=256 if config.tokenizer.kind is TokenizerKind.bpe else 1)
+    except OverflowError:
+        named = ", ".join(f"{key}={value_of(config, key)}" for key in changed(config, SIZE_SETTINGS))
+        lower = "it" if "," not in named else "them"
+        too_big = f"{named}: a tensor of this run would hold over 2**63 bytes, more than torch allocates; lower {lower}"
+    if too_big:
         raise ConfigError(too_big)
 
 

@@ -21,7 +21,6 @@ from torch.utils.tensorboard import SummaryWriter
 from torch.utils.tensorboard.summary import hparams
 from tqdm import tqdm
 
-from model import reads_only_the_past
 from trainer.config import TrainConfig, plain_config
 from trainer.diagnostics import log_attention, log_grad_norms, log_mask_readings
 from trainer.overrides import (
@@ -35,7 +34,7 @@ from trainer.overrides import (
 )
 from trainer.run import TrainingRun
 from trainer.run_dir import EVENTS
-from trainer.tags import FINAL_TAGS, layout
+from trainer.tags import FINAL_TAGS, layout, loss_tag
 
 log = logging.getLogger("tinylm")
 thread_excepthook = threading.excepthook
@@ -75,7 +74,7 @@ class Recorder:
         # The HParams columns: the keys a sweep varies; outside a sweep, what the command line set, or the switches.
         self.hparams = keys_varied_by_sweep(run_dir) or [override_key(item) for item in self.overrides] or SWITCHES
         self.label = " ".join(self.overrides) or switches_label(plain_config(run.config))
-        run.data.tokenizer.save(str(run_dir / "tokenizer.json"))
+        run.task.tokenizer.save(str(run_dir / "tokenizer.json"))
         settings = run.config.trainer
         self.progress = tqdm(
             initial=run.step,
@@ -123,28 +122,22 @@ class Recorder:
         self.clock_started += time.perf_counter() - paused
 
     def evaluation(self, step: int, losses: dict[str, float]) -> None:
-        """Both splits' losses, what the attention does and what the model writes now."""
-        config = self.run.config
-        honest = reads_only_the_past(config.model)  # its val/loss_causal is its val/loss
-        leak = "" if honest else f" (with the causal mask forced on: {losses['val_causal']:.4f})"
-        if "val_far" in losses:
-            leak += f", {losses['val_far']:.4f} where the next token is the one {config.data.distance} back"
-        log.info("step %d: train loss %.4f, val loss %.4f%s", step, losses["train"], losses["val"], leak)
-        self.writer.add_scalar("train/loss_eval", losses["train"], step)
-        self.writer.add_scalar("val/loss", losses["val"], step)
-        self.writer.add_scalar("val/loss_causal", losses["val_causal"], step)  # what a leaky model really knows
-        if "val_far" in losses:
-            self.writer.add_scalar("val/loss_far", losses["val_far"], step)  # data=copy: where the far token decides
+        """Both splits' losses and the task's extra curves, what the attention does and what the model writes now."""
+        for key, loss in losses.items():
+            self.writer.add_scalar(loss_tag(key), loss, step)
+        log.info("step %d: %s", step, evaluation_line(losses, self.run.task.curves))
         log_attention(
             self.writer,
             self.run.model,
             self.run.probe,
-            self.run.data.tokenizer,
+            self.run.task.tokenizer,
             step,
             self.label,
             lambda job: self.drawn.append(self.drawing.submit(job)),
+            hatch_future=self.run.task.targets_ahead,
         )
-        self.writer.add_text("sample", sample_markdown(self.run.sample(), f"step {step} · {self.label}"), step)
+        if (sample := self.run.sample()) is not None:
+            self.writer.add_text("sample", sample_markdown(sample, f"step {step} · {self.label}"), step)
 
     def flush(self) -> None:
         """Everything recorded so far on disk, the figures being drawn included."""
@@ -156,7 +149,8 @@ class Recorder:
     def finished(self) -> None:
         """The run's settings beside its final metrics in the HParams tab, and its last sample in the log."""
         log_hparams(self.writer, self.run.config, self.hparams, FINAL_TAGS)
-        log.info("sample after %d steps:\n%s", self.run.step, self.run.sample())
+        if (sample := self.run.sample()) is not None:
+            log.info("sample after %d steps:\n%s", self.run.step, sample)
 
 
 class NullRecorder:
@@ -189,6 +183,18 @@ class NullRecorder:
 
     def finished(self) -> None:
         pass
+
+
+def evaluation_line(losses: dict[str, float], curves: dict) -> str:
+    """An evaluation in the log: both splits' losses, then each extra curve that says more than val/loss (for a
+    model that cannot see its targets, the true mask forced on gives val/loss itself) with what it measures."""
+    words = [f"train loss {losses['train']:.4f}, val loss {losses['val']:.4f}"]
+    words += [
+        f"{loss_tag(key)} {losses[key]:.4f} ({curve.meaning})"
+        for key, curve in curves.items()
+        if key in losses and losses[key] != losses["val"]
+    ]
+    return "; ".join(words)
 
 
 def tensorboard_command(logdir: Path) -> str:

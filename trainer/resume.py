@@ -14,7 +14,7 @@ from data import DataConfig, DataError, TokenData
 from data.manifest import MANIFEST
 from data.sources import Source
 from data.textfiles import checked_paths
-from trainer.checkpoint import BEST, KEPT, LAST, CheckpointError, checkpoint_path, glance, is_snapshot
+from trainer.checkpoint import BEST, KEPT, LAST, CheckpointError, checkpoint_path, glance, is_kept
 from trainer.config import ConfigError, TrainConfig, to_train_config
 from trainer.overrides import override, override_key
 
@@ -42,22 +42,22 @@ def checkpoint_to_resume(resume: Optional[str], run_dir: Path) -> Optional[Path]
     """The checkpoint a run continues from, or None for a fresh run: trainer.resume=auto takes the run directory's
     own last.pt when there is one (a requeued cluster job goes on), or its best.pt when that is all a stopped attempt
     wrote (with trainer.ckpt_interval above trainer.eval_interval), and otherwise starts fresh. Nothing resumes from
-    a kept snapshot (RUN/steps/step-N.pt, weights only): auto never takes one, and one named is refused."""
+    a kept checkpoint (RUN/steps/step-N.pt, weights only): auto never takes one, and one named is refused."""
     if resume == AUTO:
         return next((run_dir / name for name in (LAST, BEST) if (run_dir / name).exists()), None)
     path = checkpoint_path(resume) if resume else None
-    if path and is_snapshot(path):
-        raise CheckpointError(snapshot_refusal(resume, path))
+    if path and is_kept(path):
+        raise CheckpointError(kept_refusal(resume, path))
     return path
 
 
-def snapshot_run(snapshot: Path) -> Path:
-    """The run directory a kept snapshot belongs to: RUN for RUN/steps/step-N.pt."""
-    return snapshot.parent.parent if snapshot.parent.name == KEPT else snapshot.parent
+def run_of_kept(kept: Path) -> Path:
+    """The run directory a kept checkpoint belongs to: RUN for RUN/steps/step-N.pt."""
+    return kept.parent.parent if kept.parent.name == KEPT else kept.parent
 
 
-def snapshot_refusal(resume: str, snapshot: Path) -> str:
-    run = snapshot_run(snapshot)
+def kept_refusal(resume: str, kept: Path) -> str:
+    run = run_of_kept(kept)
     last = run / LAST
     seen = glance(last) if last.exists() else None
     way_on = (
@@ -66,7 +66,7 @@ def snapshot_refusal(resume: str, snapshot: Path) -> str:
         else f"{run} holds no {LAST} to resume from"
     )
     return (
-        f"trainer.resume={resume}: a kept snapshot, which holds the weights only (no optimizer state, no random "
+        f"trainer.resume={resume}: a kept checkpoint, which holds the weights only (no optimizer state, no random "
         f"states), so no run resumes from it; {way_on}"
     )
 

@@ -12,13 +12,13 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from data import Source, TokenData, check_fits, get_batch, prepare_tokens
+from data import TokenData, check_fits, prepare_tokens
 from model import TinyLM
+from task import Task, task_for
 from trainer.checkpoint import checkpoint_state, restore_rng_states
 from trainer.config import ConfigError, TrainConfig
 from trainer.diagnostics import probe_windows
 from trainer.distributed import Ranks, allow_tf32
-from trainer.evaluate import far_loss
 from trainer.optim import make_optimizer
 from trainer.resume import check_same_data, trained_on
 from trainer.step import TrainStep, check_precision, grad_scaler
@@ -28,11 +28,13 @@ log = logging.getLogger("tinylm")
 
 @dataclass
 class TrainingRun:
-    """A run being trained: what the loop reads and changes (summary/runs.py's Run is a finished one read back)."""
+    """A run being trained: what the loop reads and changes (summary/runs.py's RunCurves is a finished one's events,
+    viewer/runs.py's RunCheckpoints its checkpoints)."""
 
     config: TrainConfig  # with model.vocab_size set from the tokenizer
     ranks: Ranks
     data: TokenData
+    task: Task  # what the model is trained to predict, reading with task.tokenizer
     model: TinyLM
     train_step: TrainStep  # the optimizer, the loss scaler, and under torchrun the DistributedDataParallel wrap
     batch_generator: torch.Generator  # draws this rank's training windows
@@ -44,37 +46,17 @@ class TrainingRun:
     trained_on: dict  # what identifies the training text and its tokens (resume.py trained_on), checked on resume
 
     def batch(self) -> tuple[Tensor, Tensor]:
-        settings = self.config.trainer
-        return get_batch(
-            self.data.train, settings.batch_size, self.config.model.block_size, self.batch_generator, self.ranks.device
-        )
+        """The next training batch of this rank: inputs and labels."""
+        return self.task.draw(self.data.train, self.config.trainer.batch_size, self.batch_generator, self.ranks.device)
 
-    def far_loss(self) -> dict[str, float]:
-        """data=copy's val/loss_far (trainer/evaluate.py far_loss) as {"val_far": loss}, over as many windows as an
-        evaluation reads, the same at every evaluation; {} for other texts. The char tokenizer gives a token per
-        character, so the val split starts at token len(train) of the text."""
-        if self.config.data.source is not Source.copy:
-            return {}
-        settings, data = self.config.trainer, self.data
-        windows = settings.batch_size, settings.eval_iters
-        seed = self.ranks.seed(settings.seed + 3)  # windows of their own
-        loss = far_loss(
-            self.model,
-            data.val,
-            len(data.train),
-            self.config.data.distance,
-            *windows,
-            seed,
-            self.ranks.device,
-            settings.precision,
-        )
-        return {"val_far": loss}
-
-    def sample(self) -> str:
-        """What the model writes after a line break, the same draw at every call."""
+    def sample(self) -> str | None:
+        """What the model writes after a line break, the same draw at every call; None for a task that does not
+        continue a text."""
+        if not self.task.continues_text:
+            return None
         generator = torch.Generator(self.ranks.device).manual_seed(self.config.trainer.seed)
         ids = self.model.generate(self.prompt, self.config.trainer.sample_tokens, generator=generator)[0]
-        return self.data.tokenizer.decode(ids.tolist())
+        return self.task.tokenizer.decode(ids.tolist())
 
     def state(self) -> dict:
         """Everything a checkpoint holds, for the step just finished; every rank calls it."""
@@ -88,7 +70,7 @@ class TrainingRun:
             scaler=self.train_step.scaler.state_dict(),
             loss_sum=self.loss_sum.detach().cpu(),
             best_val=self.best_val,
-            tokenizer=self.data.tokenizer.to_str(),
+            tokenizer=self.task.tokenizer.to_str(),
             data=self.trained_on,
         )
 
@@ -106,8 +88,11 @@ def build_model(config: TrainConfig, device: torch.device) -> tuple[TinyLM, torc
 def build_run(config: TrainConfig, ranks: Ranks, checkpoint: Optional[dict] = None) -> TrainingRun:
     """A run as `config` says, from the start or from `checkpoint`, on this rank's device."""
     settings, device = config.trainer, ranks.device
-    data, record = training_data(config, ranks, checkpoint)
-    config = replace(config, model=replace(config.model, vocab_size=data.tokenizer.get_vocab_size()))
+    data, record = training_data(config, ranks)
+    task = task_for(config, data.tokenizer)
+    if checkpoint:
+        check_same_data(checkpoint, task.tokenizer.to_str(), record, config.data)
+    config = replace(config, model=replace(config.model, vocab_size=task.tokenizer.get_vocab_size()))
     model, optimizer = build_model(config, device)
     batch_generator = torch.Generator().manual_seed(ranks.seed(settings.seed))  # each rank its own batches
     scaler = grad_scaler(device, settings.precision)
@@ -119,28 +104,27 @@ def build_run(config: TrainConfig, ranks: Ranks, checkpoint: Optional[dict] = No
         config=config,
         ranks=ranks,
         data=data,
+        task=task,
         model=model,
         train_step=TrainStep.of(config, model, optimizer, scaler, distributed=ranks.distributed),
         batch_generator=batch_generator,
         step=step,
         best_val=best_val,
         loss_sum=loss_sum.to(device),
-        probe=probe_windows(data.val, config.model.block_size, settings.seed + 2, device),
-        prompt=torch.tensor([data.tokenizer.encode("\n").ids], device=device),
+        probe=probe_windows(task, data.val, settings.seed + 2, device),
+        prompt=torch.tensor([task.tokenizer.encode("\n").ids], device=device),
         trained_on=record,
     )
 
 
-def training_data(config: TrainConfig, ranks: Ranks, checkpoint: Optional[dict]) -> tuple[TokenData, dict]:
+def training_data(config: TrainConfig, ranks: Ranks) -> tuple[TokenData, dict]:
     """The run's tokens (rank 0 tokenizes into the cache, the others read it), checked to fill a window of each
-    split and, on resume, to be the checkpoint's own; and what the checkpoint records of them (resume.py)."""
+    split, and what a checkpoint records of them (resume.py: build_run checks them on resume)."""
     started = time.perf_counter()
     with ranks.main_first():
         data = prepare_tokens(config.data, config.tokenizer)
     check_fits({"train": data.train, "val": data.val}, config.model.block_size)
     record = trained_on(data, config.data)
-    if checkpoint:
-        check_same_data(checkpoint, data.tokenizer.to_str(), record, config.data)
     log.info(
         "data: %s train and %s val tokens, vocabulary %d (%s %s in %.1fs)",
         f"{len(data.train):,}",

@@ -6,17 +6,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+import torch.distributed as dist
 from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
 
 from model import TinyLM
+from task.loss import scored, summed_loss
 from trainer.config import ConfigError, Precision, TrainConfig
 
 log = logging.getLogger("tinylm")
 HALF = {Precision.bf16: torch.bfloat16, Precision.fp16: torch.float16}
 NO_SCALING = torch.amp.GradScaler("cpu", enabled=False)  # disabled, it passes every call straight through
-# Said before the compilation starts (docs/configuration.md#trainercompile): measured on 2 cores, the default model
-# took 22 s to compile and then stepped at 0.97-0.98x of eager's time, about 3 s saved over a 3000-step run.
+# Said before the compilation starts: on a CPU, compiling costs more than it saves at tinylm's size
+# (docs/configuration.md#trainercompile has the figures).
 COMPILE_ON_CPU = (
     "trainer.compile=true on a CPU: compiling takes tens of seconds before the first step and saves about 2% a step "
     "there, which a run of tinylm's size never earns back; it pays on a GPU (trainer.compile=false trains at once)"
@@ -53,9 +55,11 @@ class TrainStep:
     batch, the learning rate and, at log steps, what reads the gradients. train.py and bench.py call the same one,
     so the benchmark measures what trains.
 
-    The batch goes through in `grad_accum_steps` equal parts, each loss divided by their number, so the summed
-    gradients are the whole batch's while only one part's activations are in memory at a time. Under
-    DistributedDataParallel (`model` is then the wrapper) the ranks average gradients once, after the last part.
+    The batch goes through in `grad_accum_steps` equal parts while only one part's activations are in memory at a
+    time. The loss is the mean over every token the step scores: each part's summed loss is divided by the count of
+    scored tokens over all the parts and all the ranks, so a task that scores different numbers of tokens in each
+    part weighs every token alike. Under DistributedDataParallel (`model` is then the wrapper) the ranks average
+    gradients once, after the last part.
     Under trainer.compile, `model` is the model's compiled forward (inside the wrapper, if any): the training step
     alone, always in training mode with gradients on and batches of one shape, so it compiles once; evaluation,
     the diagnostics and sampling run the model itself, eager, and never make it recompile.
@@ -93,21 +97,23 @@ class TrainStep:
         return cls(trained, optimizer, config.optim.grad_clip, precision, config.trainer.grad_accum_steps, scaler)
 
     def __call__(self, x: Tensor, y: Tensor, lr: float, on_gradients: Callable[[], None] | None = None) -> Tensor:
-        """Forward, backward, clip, update; returns the batch loss, still on the device (reading it would sync).
-        `on_gradients()` runs between backward and clipping, while the gradients are still the raw (unscaled) ones."""
+        """Forward, backward, clip, update for inputs `x` and labels `y`; returns this rank's loss, nats per scored
+        token, still on the device (reading it would sync). `on_gradients()` runs between backward and clipping,
+        while the gradients are still the raw (unscaled) ones."""
         model, optimizer, scaler, parts = self.model, self.optimizer, self.scaler, self.grad_accum_steps
         for group in optimizer.param_groups:
             group["lr"] = lr
         optimizer.zero_grad(set_to_none=True)
-        losses, distributed = [], isinstance(model, DistributedDataParallel)
+        sums, distributed = [], isinstance(model, DistributedDataParallel)
+        share = self.scored_share(y, distributed)
         for part, (part_x, part_y) in enumerate(zip(x.chunk(parts), y.chunk(parts))):
             last = part == parts - 1
             syncing = model.no_sync() if distributed and not last else contextlib.nullcontext()
             with syncing:
                 with autocast(x.device, self.precision):
-                    loss = model(part_x, part_y)  # through forward, so that DistributedDataParallel averages them
-                scaler.scale(loss / parts).backward()
-            losses.append(loss.detach())
+                    summed = summed_loss(model(part_x), part_y)
+                scaler.scale(summed / share).backward()
+            sums.append(summed.detach())
         scaler.unscale_(optimizer)
         if on_gradients is not None:
             on_gradients()
@@ -115,4 +121,14 @@ class TrainStep:
             torch.nn.utils.clip_grad_norm_(model.parameters(), self.grad_clip)
         scaler.step(optimizer)  # skipped when float16 gradients overflowed; the scale then shrinks
         scaler.update()
-        return torch.stack(losses).mean()
+        return torch.stack(sums).sum() / scored(y)
+
+    @staticmethod
+    def scored_share(labels: Tensor, distributed: bool) -> Tensor:
+        """The step's count of scored tokens over every rank, divided by the number of ranks: DistributedDataParallel
+        averages the ranks' gradients, so each rank dividing its summed loss by this gives the mean over them all."""
+        count = scored(labels).float()
+        if distributed:
+            dist.all_reduce(count)
+            return count / dist.get_world_size()
+        return count

@@ -1,13 +1,25 @@
 """The TensorBoard tags a run writes that other code reads back (the sweep summary, the HParams tab), and the Custom
 Scalars layout that puts the lesson's comparisons on shared axes."""
 
+from task import TASKS
+
+SPLIT_TAGS = {"train": "train/loss_eval", "val": "val/loss"}  # an evaluation's loss on each split
+
+
+def loss_tag(key: str) -> str:
+    """The tag of an evaluation's loss: "train" and "val" the splits', "val_NAME" a task's extra curve val/loss_NAME."""
+    return SPLIT_TAGS.get(key) or f"val/loss_{key.removeprefix('val_')}"
+
+
+# Every task's extra curves, each tag once, in the order the tasks list them.
+CURVE_TAGS = list(dict.fromkeys(loss_tag(key) for task in TASKS.values() for key in task.curves))
+
 # Final values of these make a run's row in the sweep summary and its metrics in TensorBoard's HParams tab, whose
 # first columns are the headline ones. A run that does not log a tag (only data=copy logs val/loss_far, only the
 # reference path attn/train_*, no recurrent model attn/*) leaves its cell empty.
 FINAL_TAGS = [
     "val/loss",
-    "val/loss_causal",
-    "val/loss_far",
+    *CURVE_TAGS,
     "attn/entropy",
     "attn/saturated_frac",
     "attn/jacobian_norm",
@@ -60,6 +72,7 @@ PRESET_TAGS = {
     "projections": ["attn/self_weight", "val/loss"],
     "recurrence": ["val/loss_far", "val/loss"],
     "search": ["val/loss"],
+    "encoder": ["val/loss", "attn/entropy", "attn/future_mass"],
 }
 
 PREFIXES = {name.replace("_", " ") for name in PRESET_TAGS}  # "finite mask: ..." names the preset a chart is for

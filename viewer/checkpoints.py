@@ -1,6 +1,7 @@
 """A trained run's checkpoints as its readers take them (attend.py, sample.py, the Attention tab): one looked at
 without its weights (`look`), the one a reader uses (`choose`: the first whole one in the reader's order, named
-when another was damaged), and one loaded as a model on the CPU (`load`), kept while its file stays the same.
+when another was damaged), and one loaded as a model on the CPU with its tokenizer and task (`load`), kept while its
+file stays the same.
 
 Every file goes through trainer/checkpoint.py: weights only, each record's CRC checked; no code in a checkpoint runs.
 """
@@ -15,6 +16,7 @@ from pathlib import Path
 from tokenizers import Tokenizer
 
 from model import TinyLM
+from task import Task, task_for
 from trainer.checkpoint import (
     BEST,
     LAST,
@@ -22,25 +24,31 @@ from trainer.checkpoint import (
     damaged_record,
     glance,
     load_checkpoint,
-    model_config,
+    load_with_model,
     whole_sibling,
 )
+from trainer.config import TrainConfig, to_typed
 from trainer.overrides import switches_label
 
 READ_ORDER = (BEST, LAST)  # attend.py and the tab: the lowest validation loss, else the latest; sample.py: (LAST, BEST)
+GONE = "no longer there"  # a file removed between its listing and its reading
 MODELS_KEPT = 32  # loaded models kept at once, the least recently read dropped first: a default model is 1 MB
 
 
 @dataclass
-class Trained:
-    """A checkpoint's model, ready to read: on the CPU, in eval mode. Threads that share it (the tab's requests)
-    hold `lock` around every forward: the readings put hooks on the model."""
+class Checkpoint:
+    """A checkpoint ready to read: its model on the CPU, in eval mode, the tokenizer it reads with and the task it
+    was trained on. Threads that share it (the tab's requests) hold `lock` around every forward."""
 
     model: TinyLM
-    tokenizer: Tokenizer
+    task: Task
     step: int
     switches: str  # the lesson's switches as the run set them: "model.scale=True model.causal=True model.d_k=128"
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        return self.task.tokenizer
 
 
 @dataclass(frozen=True)
@@ -62,7 +70,7 @@ class Choice:
 
 
 _looks: dict[tuple, Look] = {}
-_loaded: OrderedDict[tuple, Trained] = OrderedDict()
+_loaded: OrderedDict[tuple, Checkpoint] = OrderedDict()
 _lock = threading.Lock()  # TensorBoard answers requests in threads
 
 
@@ -74,8 +82,12 @@ def file_key(path: Path) -> tuple:
 
 def look(path: Path) -> Look:
     """`path`'s step through trainer/checkpoint.py's glance, once its zip records are checked (bytes read, not one
-    tensor built); remembered while the file stays the same. A file that fails gets load_checkpoint's reason."""
-    key = file_key(path)
+    tensor built); remembered while the file stays the same. A file that fails gets load_checkpoint's reason; one
+    gone since it was listed (a run that trains thins its kept checkpoints) has no step."""
+    try:
+        key = file_key(path)
+    except FileNotFoundError:
+        return Look(None, GONE)
     with _lock:
         if key in _looks:
             return _looks[key]
@@ -126,26 +138,25 @@ def named_checkpoint(name: str, setting: str, order: tuple[str, ...] = READ_ORDE
     return Choice(path, None)
 
 
-def load(path: Path) -> Trained:
+def load(path: Path) -> Checkpoint:
     """The checkpoint at `path` as a model on the CPU, kept while the file stays the same (same size and time)."""
     key = file_key(path)
     with _lock:
         if key in _loaded:
             _loaded.move_to_end(key)
             return _loaded[key]
-    trained = build(load_checkpoint(path))  # outside the lock: another run's request need not wait for this one
+    checkpoint = ready(*load_with_model(path))  # outside the lock: another run's request need not wait for this one
     with _lock:
         for stale in [known for known in _loaded if known[0] == key[0]]:
             del _loaded[stale]  # the run wrote a newer checkpoint since
-        _loaded[key] = trained
+        _loaded[key] = checkpoint
         while len(_loaded) > MODELS_KEPT:
             _loaded.popitem(last=False)
-    return trained
+    return checkpoint
 
 
-def build(checkpoint: dict) -> Trained:
-    model = TinyLM(model_config(checkpoint))
-    model.load_state_dict(checkpoint["model"])
-    model.eval()
-    switches = switches_label(checkpoint["config"])
-    return Trained(model, Tokenizer.from_str(checkpoint["tokenizer"]), checkpoint["step"], switches)
+def ready(state: dict, model: TinyLM) -> Checkpoint:
+    """A loaded checkpoint's state and model, ready to read: the model in eval mode, its task with its tokenizer."""
+    config = to_typed(TrainConfig, state["config"])
+    task = task_for(config, Tokenizer.from_str(state["tokenizer"]))
+    return Checkpoint(model.eval(), task, state["step"], switches_label(state["config"]))

@@ -1,33 +1,31 @@
 """What a trained model predicts on a text, and what its look contributes: one computation for the Attention tab,
-attend.py's lines and its PNG, from the model's own forward.
+attend.py's lines and its PNG, from the model's own forward. What a position predicts is the task's (task/).
 
-- The loss strips: each position's cross-entropy (nats) for the text's next token, as trained, and for a model
-  trained without the mask, with the mask put back (the model's `causal=` override): the per-token terms of the
-  curves val/loss and val/loss_causal (trainer/evaluate.py averages the same terms over its windows).
-- Each position's top five next tokens at a temperature (the softmax of logits / T, as sampling draws them) and
-  the actual next token's probability.
-- The counterfactuals of a query i at one layer, each through model/attention.py's `reweigh` in one batched forward
-  (a forward pre-hook on that layer adds reweigh=): the next token's probability (a) as trained, (b) with the
-  query's future keys masked and its weights renormalised over j <= i, (c) with uniform weights over the keys it
-  may see (j <= i under the mask, every key without it), (d) with no weight at all: the residual stream alone.
+- The loss strips (the task's Strip kinds): each position's cross-entropy (nats) for its target, as trained and, for
+  a model that reads the right side, with the causal mask put back (the model's `causal=` override): the per-token
+  terms of the curves the strips are named after (trainer/evaluate.py averages the same terms over its windows).
+- Each position's top five tokens at a temperature (the softmax of logits / T, as sampling draws them) and its
+  target's probability.
+- The counterfactuals of a query i at one layer, each through the model's Look with a reweighed row in one batched
+  forward: the target's probability (a) as trained, (b) with the query's future keys masked and its weights
+  renormalised over j <= i, (c) with uniform weights over the keys it may see (j <= i under the mask, every key
+  without it), (d) with no look at all: the residual stream alone.
 """
 
-import math
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from model import TinyLM, reads_only_the_past
+from model import Look, TinyLM
+from task.base import StripKind, Words
 from trainer.diagnostics import token_labels
-from viewer.checkpoints import Trained
+from viewer.checkpoints import Checkpoint
 from viewer.readings import Reading
 
-TOP = 5  # next tokens shown per position
-AS_TRAINED = ("as trained", "val/loss")  # a strip's name and the curve its mean is a term of
-MASK_PUT_BACK = ("mask put back", "val/loss_causal")
-COUNTERFACTUALS = ("masked", "uniform", "silent")  # (b), (c), (d); (a) is the as-trained strip's
+TOP = 5  # tokens shown per position
+COUNTERFACTUALS = ("masked", "uniform", "no_look")  # (b), (c), (d); (a) is the text's own forward's
 FORWARD_TOKENS = 16_384  # tokens per counterfactual forward: a 64-token text's every query in one batch
 FAR = 3.0  # a probability at least this many times another (and NOTABLE above it) is another answer
 NOTABLE = 0.05
@@ -38,8 +36,8 @@ UNEXPECTED = 0.02  # below this in every setting, the model does not expect the 
 
 @dataclass
 class Prediction:
-    top: list[tuple[str, float]]  # the likeliest next tokens and their probabilities at the temperature
-    next: str | None  # the text's next token (None where the text ends)
+    top: list[tuple[str, float]]  # the likeliest tokens and their probabilities at the temperature
+    next: str | None  # the position's target (for next-token prediction the text's next token); None: none
     p_next: float | None  # its probability at the temperature
     loss: float | None  # its cross-entropy in nats, at temperature 1 (what the curves average)
 
@@ -49,7 +47,7 @@ class Strip:
     name: str  # "as trained", "mask put back"
     tag: str  # the curve whose mean over its windows is the mean of such losses: val/loss, val/loss_causal
     causal: bool  # the mask the forward used
-    losses: list[float | None]  # per position i: the loss of predicting token i+1; None where there is none
+    losses: list[float | None]  # per position i: the loss of predicting its target; None where there is none
     predictions: list[Prediction]
 
     @property
@@ -60,13 +58,14 @@ class Strip:
 
 @dataclass
 class Counterfactual:
-    """Query i's next token's probability (temperature 1) with its row of weights at one layer as trained, its
-    future keys masked, uniform, or silent (zero: the residual stream alone); and what they say, in words."""
+    """Query i's target's probability (temperature 1) with its row of weights at one layer as trained, its future
+    keys masked, uniform, or with no look (zero weights: the residual stream alone); and what they say, in words."""
 
     trained: float
     masked: float
     uniform: float
-    silent: float
+    no_look: float
+    target: str  # the token whose probability these are: the query's target, or a blank's likeliest filling
     words: str
 
 
@@ -77,30 +76,30 @@ class Predictions:
     problem: str = ""  # why nothing could be scored (a one-token text), else ""
 
 
-def is_causal(model: TinyLM) -> bool:
-    """Whether the model's forward reads only the past: else a second strip puts the true mask back (a finite
-    mask value too: the future may have beaten it)."""
-    return reads_only_the_past(model.config)
-
-
-def predict(trained: Trained, reading: Reading, layer: int = 0, temperature: float = 1.0) -> Predictions:
+def predict(checkpoint: Checkpoint, reading: Reading, layer: int = 0, temperature: float = 1.0) -> Predictions:
     """Every number the tab's panel and attend.py show of the text's predictions, holding the model meanwhile."""
-    model = trained.model
-    with trained.lock:
-        strips = [strip(trained, reading, None, temperature, AS_TRAINED)]
-        if not is_causal(model):
-            strips.append(strip(trained, reading, True, temperature, MASK_PUT_BACK))
-        looks = counterfactuals(trained, reading, layer, strips[0])
-    scored = any(target is not None for target in reading.targets)
-    problem = "" if scored else f"the text is one token ({reading.labels[0]!r}): there is no next token to score"
-    return Predictions(strips, looks, problem)
+    task, model = checkpoint.task, checkpoint.model
+    targets = task.strip_targets(reading.ids, reading.targets)
+    with checkpoint.lock:
+        logits = [strip_logits(checkpoint, reading, kind.causal) for kind in task.strips(model.config)]
+        strips = [
+            strip(checkpoint, kind, found, targets, temperature)
+            for kind, found in zip(task.strips(model.config), logits)
+        ]
+        looks = counterfactuals(checkpoint, reading, layer, logits[0])
+    scored = any(target is not None for target in targets)
+    return Predictions(strips, looks, "" if scored else task.nothing_to_score(reading.labels))
 
 
 @torch.no_grad()
-def next_token_logits(model: TinyLM, ids: list[int], causal: bool | None = None) -> Tensor:
-    """(T, vocab_size) logits of the model's own forward (its kernel, as evaluation runs it); `causal` as there."""
-    device = next(model.parameters()).device
-    return model(torch.tensor([ids], device=device), causal=causal)[0].float().cpu()
+def strip_logits(checkpoint: Checkpoint, reading: Reading, causal: bool | None) -> Tensor:
+    """(T, vocab_size): each position's logits as the task reads its prediction there (task.query_inputs), through
+    the model's own forward (its kernel, as evaluation runs it); `causal` as there."""
+    positions = list(range(len(reading.ids)))
+    inputs = checkpoint.task.query_inputs(reading.ids, positions).to(next(checkpoint.model.parameters()).device)
+    out = checkpoint.model(inputs, causal=causal)
+    rows = torch.arange(len(positions)) if inputs.size(0) > 1 else 0
+    return out[rows, positions].float().cpu()
 
 
 def token_losses(logits: Tensor, targets: list[int | None]) -> list[float | None]:
@@ -119,24 +118,24 @@ def distribution(logits: Tensor, temperature: float) -> Tensor:
     return F.softmax(logits / temperature, dim=-1)
 
 
-def strip(trained: Trained, reading: Reading, causal: bool | None, temperature: float, named: tuple) -> Strip:
-    model, targets = trained.model, reading.targets
-    as_trained = causal is None and reading.logits is not None  # the trace's own forward gave them
-    logits = reading.logits if as_trained else next_token_logits(model, reading.ids, causal)
+def strip(
+    checkpoint: Checkpoint, kind: StripKind, logits: Tensor, targets: list[int | None], temperature: float
+) -> Strip:
+    """One loss strip of the text: each position's loss on its target and its top five."""
     losses = token_losses(logits, targets)
     probabilities = distribution(logits, temperature)
     top = probabilities.topk(min(TOP, probabilities.size(-1)), dim=-1)
     predictions = []
     for i, (values, ids) in enumerate(zip(top.values.tolist(), top.indices.tolist())):
-        ranked = list(zip(token_labels(trained.tokenizer, ids), values))
+        ranked = list(zip(token_labels(checkpoint.tokenizer, ids), values))
         target = targets[i]
         if target is None:
             predictions.append(Prediction(ranked, None, None, None))
         else:
-            label = token_labels(trained.tokenizer, [target])[0]
+            label = token_labels(checkpoint.tokenizer, [target])[0]
             predictions.append(Prediction(ranked, label, probabilities[i, target].item(), losses[i]))
-    used = is_causal(model) if causal is None else causal
-    return Strip(*named, used, losses, predictions)
+    causal = checkpoint.model.config.causal if kind.causal is None else kind.causal
+    return Strip(kind.name, kind.tag, causal, losses, predictions)
 
 
 def counterfactual_rows(reading: Reading, layer: int, i: int) -> dict[str, Tensor]:
@@ -147,57 +146,61 @@ def counterfactual_rows(reading: Reading, layer: int, i: int) -> dict[str, Tenso
     masked = F.softmax(trace.fed[i].masked_fill(keys > i, float("-inf")), dim=-1)
     visible = (keys <= i) if trace.causal else torch.ones_like(keys, dtype=torch.bool)
     uniform = visible.float() / visible.sum()
-    return {"masked": masked, "uniform": uniform, "silent": torch.zeros_like(uniform)}
+    return {"masked": masked, "uniform": uniform, "no_look": torch.zeros_like(uniform)}
 
 
 @torch.no_grad()
-def looked_again(model: TinyLM, ids: list[int], layer: int, queries: list[int], rows: Tensor) -> Tensor:
-    """(B, vocab_size) logits at position queries[b] of the text, when `layer` mixes query queries[b]'s values
-    with rows[b] instead of its own weights; the other rows, and every other layer, as trained."""
+def looked_again(model: TinyLM, inputs: Tensor, layer: int, queries: list[int], rows: Tensor) -> Tensor:
+    """(B, vocab_size) logits at position queries[b] of inputs[b] (a (1, T) input serves every b), when `layer`
+    mixes query queries[b]'s values with rows[b] instead of its own weights; the other rows, and every other layer,
+    as trained."""
     device = next(model.parameters()).device
-    per_forward = max(1, FORWARD_TOKENS // len(ids))
-    attn, logits = model.blocks[layer].attn, []
+    per_forward = max(1, FORWARD_TOKENS // inputs.size(1))
+    logits = []
     for start in range(0, len(queries), per_forward):
         where = torch.tensor(queries[start : start + per_forward], device=device)
         these = rows[start : start + per_forward].to(device)
         batch = torch.arange(where.numel(), device=device)
+        texts = inputs[start : start + per_forward] if inputs.size(0) > 1 else inputs.expand(where.numel(), -1)
 
         def reweigh(weights: Tensor, where=where, these=these, batch=batch) -> Tensor:
             changed = weights.clone()
             changed[batch, where] = these.to(weights.dtype)
             return changed
 
-        def add_reweigh(_, args: tuple, kwargs: dict, reweigh=reweigh) -> tuple[tuple, dict]:
-            return args, kwargs | {"reweigh": reweigh}
-
-        hook = attn.register_forward_pre_hook(add_reweigh, with_kwargs=True)
-        try:
-            out = model(torch.tensor([ids], device=device).expand(where.numel(), -1))
-        finally:
-            hook.remove()
+        out = model(texts.to(device), look=Look({layer: reweigh}))
         logits.append(out[batch, where].float().cpu())
     return torch.cat(logits)
 
 
-def counterfactuals(trained: Trained, reading: Reading, layer: int, as_trained: Strip) -> list[Counterfactual | None]:
-    """(a)-(d) and their sentence for every query of the text that has a next token, in one batched forward."""
-    targets = reading.targets
-    queries = [i for i, target in enumerate(targets) if target is not None]
-    found: list[Counterfactual | None] = [None] * len(targets)
+def counterfactuals(
+    checkpoint: Checkpoint, reading: Reading, layer: int, logits: Tensor
+) -> list[Counterfactual | None]:
+    """(a)-(d) and their sentence for every query of the text that has a target (or whose likeliest token the task
+    asks about instead: a blank nobody filled), in batched forwards; (a) from the as-trained strip's `logits`."""
+    task, ids, targets = checkpoint.task, reading.ids, reading.targets
+    asked = [
+        target if target is not None or not task.guess(ids, i) else int(logits[i].argmax())
+        for i, target in enumerate(targets)
+    ]
+    queries = [i for i, target in enumerate(asked) if target is not None]
+    found: list[Counterfactual | None] = [None] * len(ids)
     if not queries:
         return found
     variants = [(i, kind) for i in queries for kind in COUNTERFACTUALS]
     all_rows = {i: counterfactual_rows(reading, layer, i) for i in queries}
     rows = torch.stack([all_rows[i][kind] for i, kind in variants])
-    logits = looked_again(trained.model, reading.ids, layer, [i for i, _ in variants], rows)
-    chosen = torch.tensor([targets[i] for i, _ in variants])
-    probabilities = F.softmax(logits, dim=-1)[torch.arange(len(variants)), chosen].tolist()
+    inputs = task.query_inputs(ids, [i for i, _ in variants])
+    looked = looked_again(checkpoint.model, inputs, layer, [i for i, _ in variants], rows)
+    chosen = torch.tensor([asked[i] for i, _ in variants])
+    probabilities = F.softmax(looked, dim=-1)[torch.arange(len(variants)), chosen].tolist()
     p = {variant: probability for variant, probability in zip(variants, probabilities)}
+    trained = F.softmax(logits, dim=-1)
     causal = reading.layers[layer].causal
     for i in queries:
-        numbers = {"trained": math.exp(-as_trained.losses[i]), **{kind: p[i, kind] for kind in COUNTERFACTUALS}}
-        label = as_trained.predictions[i].next
-        found[i] = Counterfactual(**numbers, words=words(label, numbers, causal))
+        numbers = {"trained": trained[i, asked[i]].item(), **{kind: p[i, kind] for kind in COUNTERFACTUALS}}
+        label = token_labels(checkpoint.tokenizer, [asked[i]])[0]
+        found[i] = Counterfactual(**numbers, target=label, words=words(label, numbers, causal, task.words))
     return found
 
 
@@ -214,21 +217,21 @@ def close(x: float, y: float) -> bool:
     return abs(x - y) <= max(CLOSE * max(x, y), 0.01)
 
 
-def words(label: str, numbers: dict[str, float], causal: bool) -> str:
+def words(label: str, numbers: dict[str, float], causal: bool, right: Words) -> str:
     """What the four probabilities say, in one sentence: the first rule that holds, from the telling to the plain."""
     a, b, c, d = (probability(numbers[kind]) for kind in ("trained", *COUNTERFACTUALS))
-    trained, masked, uniform, silent = (numbers[kind] for kind in ("trained", *COUNTERFACTUALS))
+    trained, masked, uniform, no_look = (numbers[kind] for kind in ("trained", *COUNTERFACTUALS))
     name = f"p({label!r})"
     if not causal and far(trained, masked):
-        return f"masking the future takes {name} from {a} to {b}: the prediction was read, not inferred"
+        return f"{right.hiding} takes {name} from {a} to {b}: {right.read}"
     if not causal and trained - masked >= PART:
-        return f"masking the future takes {name} from {a} to {b}: part of the prediction was read, part inferred"
+        return f"{right.hiding} takes {name} from {a} to {b}: {right.partly}"
     if not causal and far(masked, trained):
-        return f"masking the future raises {name} from {a} to {b}: what it read ahead pointed elsewhere"
+        return f"{right.hiding} raises {name} from {a} to {b}: {right.elsewhere}"
     if max(numbers.values()) < UNEXPECTED:
         highest = probability(max(numbers.values()))
         return f"{name} is at most {highest} whichever way it looks ({a} as trained): it does not expect it here"
-    if close(trained, silent):
+    if close(trained, no_look):
         return f"without the look {name} is {d} ({a} as trained): the residual alone predicts it"
     if close(trained, uniform):
         return (

@@ -2,16 +2,17 @@
 of every layer (viewer/trace.py), each query row's statistics and what they say in words. The Attention tab sends
 it as JSON and attend.py prints it, so both say the same; viewer/predictions.py adds what the model predicts."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from torch import Tensor
 
 from data.errors import DataError
-from data.tokenizer import encode_known
 from model.config import Mixer
-from trainer.diagnostics import SATURATED, entropy, future_mass, max_weight, token_labels
-from viewer.checkpoints import Trained
-from viewer.trace import LayerTrace, trace_forward
+from model.statistics import SATURATED, entropy, future_share, max_weight, past_share
+from task import Task
+from trainer.diagnostics import token_labels
+from viewer.checkpoints import Checkpoint
+from viewer.trace import LayerTrace, trace
 
 # A line of the embedded corpus's validation split (Macbeth, the last tenth of the plays): the text a reading starts
 # with, so the Attention tab is never blank; a model trained on it has not seen it.
@@ -27,18 +28,26 @@ class Reading:
     given: int  # how many tokens the whole text has (more than len(ids) when it was cut)
     block_size: int
     layers: list[LayerTrace]
-    following: int | None = None  # the text's next token after those read (a cut text): the last one predicts it
-    logits: Tensor | None = field(default=None, repr=False)  # (T, vocab_size), the traced forward's: as trained
-
-    @property
-    def targets(self) -> list[int | None]:
-        """What each position predicts: the next token of the text, None where the text ends."""
-        return [*self.ids[1:], self.following]
+    targets: list[int | None]  # what each position predicts, as the task says (None: nothing it can score)
+    task: Task  # what the model was trained to predict
+    following: int | None = None  # the text's next token after those read (a cut text)
 
 
-def read(trained: Trained, text: str, setting: str = "text") -> Reading:
-    """The trace of `text` (its first block_size tokens); a DataError naming `setting` for a text it cannot read."""
-    mixer = trained.model.config.mixer
+def layer_problem(layer: object, n_layer: int, setting: str = "layer") -> str:
+    """'' for a layer the model has, else the one line saying why not."""
+    if not isinstance(layer, int) or isinstance(layer, bool):
+        return f"{setting}={layer!r}: must be a whole number"
+    if not 0 <= layer < n_layer:
+        return f"{setting}={layer}: this model has {n_layer} layer{'s' * (n_layer > 1)} ({setting}=0 to {n_layer - 1})"
+    return ""
+
+
+def read(
+    checkpoint: Checkpoint, text: str, setting: str = "text", blanks: list[int] = (), blanks_setting: str = "blanks"
+) -> Reading:
+    """The trace of `text` (its first block_size tokens), with the tokens at positions `blanks` hidden where the task
+    hides tokens; a DataError naming `setting` (or `blanks_setting`) for what it cannot read."""
+    mixer = checkpoint.model.config.mixer
     if mixer is not Mixer.attention:
         raise DataError(
             f"this run mixes the positions with a recurrence (model.mixer={mixer.value}): it has no "
@@ -50,16 +59,19 @@ def read(trained: Trained, text: str, setting: str = "text") -> Reading:
         raise DataError(
             f"{setting}: {len(text):,} characters; at most {MAX_CHARS:,} (the model reads its first tokens)"
         )
-    return read_ids(trained, encode_known(trained.tokenizer, text, setting))
+    ids, hidden = checkpoint.task.hide(checkpoint.task.encode(text, setting), list(blanks), blanks_setting)
+    return read_ids(checkpoint, ids, hidden)
 
 
-def read_ids(trained: Trained, ids: list[int]) -> Reading:
-    """The trace of the token ids' first block_size, holding the model while its hooks are on."""
-    block_size = trained.model.config.block_size
+def read_ids(checkpoint: Checkpoint, ids: list[int], hidden: dict[int, int] | None = None) -> Reading:
+    """The trace of the token ids' first block_size, holding the model meanwhile; `hidden` the tokens the task hid
+    by position."""
+    block_size, task = checkpoint.model.config.block_size, checkpoint.task
     kept, following = ids[:block_size], (ids[block_size] if len(ids) > block_size else None)
-    with trained.lock:
-        layers, logits = trace_forward(trained.model, kept)
-    return Reading(kept, token_labels(trained.tokenizer, kept), len(ids), block_size, layers, following, logits)
+    with checkpoint.lock:
+        layers = trace(checkpoint.model, kept)
+    labels, targets = token_labels(checkpoint.tokenizer, kept), task.targets(kept, following, hidden or {})
+    return Reading(kept, labels, len(ids), block_size, layers, targets, task, following)
 
 
 def cut_note(reading: Reading) -> str:
@@ -71,23 +83,27 @@ def cut_note(reading: Reading) -> str:
 
 
 def row_statistics(weights: Tensor) -> dict[str, list[float]]:
-    """Each query row's entropy (nats), largest weight and weight on the future (keys j > i)."""
+    """Each query row's entropy (nats), largest weight, and weight on the past (keys j < i, the left) and on the
+    future (keys j > i, the right)."""
     rows = range(weights.size(0))
     return {
         "entropy": [entropy(weights[i]).item() for i in rows],
         "max_weight": [max_weight(weights[i]).item() for i in rows],
-        "future_mass": [future_mass(weights[i : i + 1, i:]).item() for i in rows],  # column 0 of the slice is key i
+        "past_mass": past_share(weights).tolist(),
+        "future_mass": future_share(weights).tolist(),
     }
 
 
-def verdict(layer: LayerTrace, query: int) -> str:
-    """What row `query` of the weights says in words, '' when nothing stands out: the leak, saturation."""
-    row = layer.weights[query]
+def verdict(reading: Reading, layer: int, query: int) -> str:
+    """What row `query` of a layer's weights says in words, '' when nothing stands out: the leak, saturation."""
+    weights = reading.layers[layer].weights
+    row, target = weights[query], reading.task.target_key(query)  # where the query's target would sit in the input
+    shown = target < row.numel() and reading.ids[target] == reading.targets[query]  # and it does: the input holds it
     words = []
-    if query + 1 < row.numel() and row[query + 1] > LEAK:
-        share = f"{row[query + 1]:.2f} of the weight sits on token {query + 1}"
+    if shown and row[target] > LEAK:
+        share = f"{row[target]:.2f} of the weight sits on token {target}"
         words.append(f"{share}, the very token it is asked to predict: the leak")
-    elif future_mass(layer.weights[query : query + 1, query:]) > LEAK:
+    elif target > query and future_share(weights)[query] > LEAK:
         words.append("most of the weight sits on future tokens (j > i), which the causal mask would hide")
     if row.max() > SATURATED:
         words.append(f"one-hot: the softmax is saturated (largest weight {row.max():.4f})")

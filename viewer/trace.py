@@ -1,9 +1,9 @@
 """The lesson's numeric trace of attention for any text: each layer's raw scores, the scores the softmax is fed,
 its weights and its output, computed through the reference `attention()` and nothing else.
 
-It is the one computation behind TensorBoard's Attention tab, attend.py's printed steps and its heat map PNG. Its
-hooks sit on the model itself: where threads share a model (the tab's), the caller holds the model's lock
-(viewer/readings.py's read does), as for any forward while hooks are on.
+It is the one computation behind TensorBoard's Attention tab, attend.py's printed steps and its heat map PNG, read
+through the model's Look (model/attention.py). Where threads share a model (the tab's), the caller holds the model's
+lock (viewer/readings.py's read does).
 """
 
 from dataclasses import dataclass
@@ -11,8 +11,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from model.attention import attention
-from model.tinylm import TinyLM
+from model import Look, TinyLM
 
 
 @dataclass
@@ -30,36 +29,21 @@ class LayerTrace:
     d_k: int  # the query and key width: the d_k of 1/sqrt(d_k)
 
 
-def trace(model: TinyLM, ids: list[int]) -> list[LayerTrace]:
-    """Every layer's trace for the token ids (at most block_size of them), in layer order."""
-    return trace_forward(model, ids)[0]
-
-
 @torch.no_grad()
-def trace_forward(model: TinyLM, ids: list[int]) -> tuple[list[LayerTrace], Tensor]:
-    """Every layer's trace for the token ids, and the (T, vocab_size) logits of the forward it was read from.
-
-    Each layer's attention input is captured by a forward pre-hook as the model runs, then its q, k, v are projected
-    again and passed through `attention()`: the same equation the lesson writes, whatever kernel the model trains with.
-    The logits are the model's own forward's, as trained: the first loss strip reads them.
-    """
-    inputs: list[Tensor] = []
-    hooks = [block.attn.register_forward_pre_hook(lambda _, args: inputs.append(args[0])) for block in model.blocks]
+def trace(model: TinyLM, ids: list[int]) -> list[LayerTrace]:
+    """Every layer's trace for the token ids (at most block_size of them), in layer order: one forward with a Look,
+    so every layer takes the reference path, attention() step by step as the lesson writes it, whatever kernel the
+    model trains with."""
+    look = Look()
     was_training = model.training
     model.eval()
     try:
-        logits = model(torch.tensor([ids], device=next(model.parameters()).device))[0].float().cpu()
+        model(torch.tensor([ids], device=next(model.parameters()).device), look=look)
     finally:
-        for hook in hooks:
-            hook.remove()
         model.train(was_training)
     traces = []
-    for block, x in zip(model.blocks, inputs):
-        layer = block.attn
-        q, k, v = (part[0].float().cpu() for part in layer.project(x))
-        settings = {"scale": layer.scale, "causal": layer.causal, "softcap": layer.softcap}
-        result = attention(q, k, v, **settings, mask_value=layer.mask_value)  # the value this run's mask writes
-        raw = q @ k.T  # step 1 on its own: attention() returns the scores after scaling and the mask
-        flags = layer.scale, layer.causal, layer.softcap, q.size(-1)
-        traces.append(LayerTrace(raw, result.scores, result.weights, v, result.output, *flags))
-    return traces, logits
+    for layer, result in zip(model.attention_layers(), look.results):
+        steps = (result.raw, result.scores, result.weights, result.values, result.output)
+        flags = layer.scale, layer.causal, layer.softcap, layer.config.d_k
+        traces.append(LayerTrace(*(part[0].float().cpu() for part in steps), *flags))
+    return traces

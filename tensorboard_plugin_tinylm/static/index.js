@@ -1,7 +1,20 @@
 // The Attention tab. TensorBoard loads this module into the tab's iframe and calls render(). Routes are relative to
 // the iframe's base, /data/plugin/tinylm_attention/: ./runs lists the runs, ./attention answers one run's weights,
-// losses and predictions at one step, ./generate continues the text (the contract: /work/notes/viewer-api.md).
-// Plain JavaScript, no build step, nothing fetched from elsewhere.
+// losses and predictions at one step, ./generate continues the text (or fills its blanks, for a run that fills
+// blanks); tensorboard_plugin_tinylm/answers.py's runs(), attention() and generate() build every field this page
+// reads. Plain JavaScript in one file with no imports, no build step, nothing fetched from elsewhere; the routes are
+// asked in one function (askServer) and the tab is drawn into the element render() is given.
+//
+// A panel is a list of views, each one part of the panel, held by reference: { show, point, always, stop }.
+// show(answer) builds the part for an ./attention answer and returns its nodes (none: the part is not shown); it
+// gets the readable answers, and also none yet and an {error} where `always`. point(answer, at) updates the part for
+// the pointed query, at = { i, pinned }. stop() ends what the view has under way when the panel closes. A new part
+// of the panel is one more view in panelViews().
+//
+// A run trained to fill blanks (task=fill_blank, answer.continues_text false) reads a text with blanks: typed as the
+// marker ./runs names, or tokens the person hides by position, per panel (panel.question.blanks, for the text they
+// were hidden in). Its views speak of the blank's left and right sides, where a next-token run's speak of the past and
+// the future; its strip blanks each token alone, and its writing fills the blanks.
 
 // matplotlib's "Blues", as the Images tab's attn/pattern draws the weights (trainer/diagnostics.py pattern_figure).
 const BLUES = ["#f7fbff", "#deebf7", "#c6dbef", "#9ecae1", "#6baed6", "#4292c6", "#2171b5", "#08519c", "#08306b"];
@@ -19,258 +32,349 @@ const SEED = 1337; // sample.py's default
 const TEMPERATURE_TITLE =
   "Divides the logits before the softmax: below 1 sharpens the shown prediction, above 1 flattens it; " +
   "the continuation samples at it";
+const HINT =
+  "Each ticked run reads the text through its checkpoint. Point at a row of a heat map (query i), or at a token " +
+  "of a loss strip, to see what that query reads and predicts; click to keep it.";
+// The counterfactual looks: answers.py's name for each, and the panel's; for a run that fills blanks "masked" hides
+// the blank's right side.
+const LOOKS = [
+  ["trained", "as trained"],
+  ["masked", "future masked"],
+  ["uniform", "uniform"],
+  ["no_look", "no look"],
+];
+const BLANK_LOOKS = LOOKS.map(([kind, name]) => [kind, kind === "masked" ? "right side hidden" : name]);
+// Salazar et al. 2020's pseudo-log-likelihood: the strip of a run that fills blanks, said once under it.
+const NOT_A_LIKELIHOOD =
+  "Not a likelihood: each token is scored with every other token of the text visible, so these terms do not add " +
+  "up to the text's log-probability (their sum is a pseudo-log-likelihood, Salazar et al. 2020).";
 
-const state = { runs: [], panels: new Map(), text: "", timer: null, lossTop: null, lossTick: null, maxGenerate: null };
+// TensorBoard calls render() with nothing: the tab fills the iframe's page. A host that passes an element gets the
+// tab drawn into it.
+export async function render({ el = document.body } = {}) {
+  el.ownerDocument.head.append(h("link", { rel: "stylesheet", href: "./style.css" }));
+  await openTab(el, askServer);
+}
 
-export async function render() {
-  const style = document.createElement("link");
-  style.rel = "stylesheet";
-  style.href = "./style.css";
-  document.head.append(style);
-  document.body.innerHTML = `
-    <main class="tab">
-      <section class="controls">
-        <label class="text-label" for="text">Text <span class="count"></span></label>
-        <textarea id="text" rows="2" spellcheck="false"></textarea>
-        <div class="settings">
-          <label>Temperature <input id="temperature" value="1" size="5" inputmode="decimal" spellcheck="false"
-            title="${TEMPERATURE_TITLE}"></label>
-          <span class="continue">
-            <button id="generate" type="button">Continue the text</button>
-            by <input id="tokens" value="${GENERATE_TOKENS}" size="4" inputmode="numeric" aria-label="Tokens to write">
-            tokens, seed <input id="seed" value="${SEED}" size="6" inputmode="numeric" aria-label="Seed">
-          </span>
-        </div>
-        <p class="hint">Each ticked run reads the text through its checkpoint. Point at a row of a heat map (query i),
-          or at a token of a loss strip, to see what that query reads and predicts; click to keep it.</p>
-        <div class="runs" role="group" aria-label="Runs"></div>
-      </section>
-      <section class="panels"></section>
-    </main>`;
-  const box = document.getElementById("text");
-  box.addEventListener("input", () => soon(() => setText(box.value)));
-  const temperature = document.getElementById("temperature");
-  temperature.addEventListener("input", () => soon(requestAll));
-  document.getElementById("generate").addEventListener("click", () => generateAll());
-  for (const id of ["tokens", "seed"]) {
-    document.getElementById(id).addEventListener("keydown", (event) => event.key === "Enter" && generateAll());
+// How the tab asks a route: TensorBoard's server, a GET without a body, else a POST of the body as JSON. The one
+// place that knows the transport; an answer the tab cannot read comes back as {error}.
+async function askServer(route, body, signal) {
+  const options = { headers: { "Content-Type": "application/json" }, signal };
+  if (body !== undefined) Object.assign(options, { method: "POST", body: JSON.stringify(body) });
+  const response = await fetch(`./${route}`, options);
+  try {
+    return await response.json();
+  } catch {
+    return { error: `./${route}: HTTP ${response.status} without an answer the tab can read` };
   }
-  const listing = await getJson("./runs");
+}
+
+// The latest request wins: an asker sends one question at a time, a new one aborting the one before, and hands back
+// the answer to the newest only (null for the others); a request that failed answers {error}.
+function latest(ask) {
+  let current = null;
+  const asker = async (route, body) => {
+    current?.abort();
+    const mine = (current = new AbortController());
+    let answer;
+    try {
+      answer = await ask(route, body, mine.signal);
+    } catch (error) {
+      answer = { error: `the server did not answer (${error.message})` };
+    }
+    return mine === current ? answer : null;
+  };
+  asker.stop = () => {
+    current?.abort();
+    current = null;
+  };
+  return asker;
+}
+
+// Runs `then` once calls to it pause for TYPING_PAUSE_MS: typing, dragging the step selector.
+function pause() {
+  let timer = null;
+  const later = (then) => {
+    clearTimeout(timer);
+    timer = setTimeout(then, TYPING_PAUSE_MS);
+  };
+  later.stop = () => clearTimeout(timer);
+  return later;
+}
+
+// The tab: the controls on top, then one panel per ticked run. `tab` holds what the panels share: the transport,
+// the controls, the text as of the last pause, the open panels and the losses' colour scale.
+async function openTab(root, ask) {
+  const controls = controlsView();
+  const shelf = h("section", { class: "panels" });
+  const tab = { ask, controls, shelf, text: "", panels: new Map(), boxes: new Map(), scale: {}, later: pause() };
+  root.replaceChildren(h("main", { class: "tab" }, controls.element, shelf));
+  const askAll = () => {
+    tab.text = controls.text.value;
+    for (const panel of tab.panels.values()) request(panel);
+  };
+  const soon = () => {
+    tab.later(askAll);
+    for (const panel of tab.panels.values()) panel.element.classList.add("loading"); // a new answer is coming
+  };
+  controls.text.addEventListener("input", soon);
+  controls.temperature.addEventListener("input", soon);
+  controls.generate.addEventListener("click", () => continueAll(tab));
+  for (const box of [controls.tokens, controls.seed]) {
+    box.addEventListener("keydown", (event) => event.key === "Enter" && continueAll(tab));
+  }
+  const listing = await latest(ask)("runs");
   if (listing.error) {
-    document.querySelector(".runs").append(message("error", listing.error));
+    controls.runs.append(message("error", listing.error));
     return;
   }
-  state.runs = listing.runs;
-  state.maxGenerate = listing.max_generate ?? null;
-  if (state.maxGenerate) document.getElementById("tokens").title = `1 to ${state.maxGenerate}`;
-  if (listing.temperatures) temperature.title += ` (${listing.temperatures[0]} to ${listing.temperatures[1]})`;
-  box.value = state.text = listing.text;
-  countCharacters(listing.max_chars);
-  box.addEventListener("input", () => countCharacters(listing.max_chars));
-  drawRunList();
-  state.runs.filter(readable).slice(0, PANELS_AT_START).forEach((run) => openPanel(run));
+  controls.tokens.title = `1 to ${listing.max_generate}`;
+  controls.blankHint.textContent = blankHint(listing.marker);
+  tab.marker = listing.marker;
+  controls.temperature.title += ` (${listing.temperatures[0]} to ${listing.temperatures[1]})`;
+  controls.text.value = tab.text = listing.text;
+  const count = () => countCharacters(controls, listing.max_chars);
+  count();
+  controls.text.addEventListener("input", count);
+  listRuns(tab, listing.runs);
+  for (const run of listing.runs.filter(readable).slice(0, PANELS_AT_START)) openPanel(tab, run);
+}
+
+function controlsView() {
+  const input = (id, value, size, attributes) => h("input", { id, value, size, ...attributes });
+  const text = h("textarea", { id: "text", rows: 2, spellcheck: "false" });
+  const count = span("count", "");
+  const temperature = input("temperature", "1", 5, { inputmode: "decimal", spellcheck: "false" });
+  temperature.title = TEMPERATURE_TITLE;
+  const generate = h("button", { id: "generate", type: "button" }, "Continue the text");
+  const tokens = input("tokens", GENERATE_TOKENS, 4, { inputmode: "numeric", "aria-label": "Tokens to write" });
+  const seed = input("seed", SEED, 6, { inputmode: "numeric", "aria-label": "Seed" });
+  const runs = h("div", { class: "runs", role: "group", "aria-label": "Runs" });
+  const length = h("span", { class: "length" }, " by ", tokens, " tokens");
+  const settings = h("div", { class: "settings" }, h("label", {}, "Temperature ", temperature));
+  settings.append(h("span", { class: "continue" }, generate, length, ", seed ", seed));
+  const label = h("label", { class: "text-label", for: "text" }, "Text ", count);
+  const blankHint = message("hint blank-hint", "");
+  blankHint.hidden = true; // until a panel's run fills blanks
+  const hints = [message("hint", HINT), blankHint];
+  const element = h("section", { class: "controls" }, label, text, settings, ...hints, runs);
+  return { element, text, count, temperature, generate, length, tokens, seed, runs, blankHint };
+}
+
+function blankHint(marker) {
+  return (
+    `Runs that fill blanks (task=fill_blank): type ${marker} in the text for a blank (\\${marker} types the ` +
+    "character itself), or shift-click a token in such a run's panel to hide it behind the blank there."
+  );
+}
+
+// The controls fit the open panels: the blanks' line where a run fills blanks, and the button says what the runs
+// write (a run that fills blanks writes no continuation, so the length is not asked of it alone). A panel's run
+// writes as its last readable answer said (a next-token run refuses a text with a blank); one never read continues.
+function fitControls(tab) {
+  const panels = [...tab.panels.values()];
+  const fill = panels.some((panel) => panel.fills);
+  const go = !panels.length || panels.some((panel) => !panel.fills);
+  const { generate, length, blankHint } = tab.controls;
+  generate.textContent =
+    fill && go ? "Continue the text / fill the blanks" : fill ? "Fill the blanks" : "Continue the text";
+  length.hidden = !go;
+  blankHint.hidden = !fill;
+}
+
+// Whether an answer is a run's that fills blanks (task=fill_blank) rather than one that continues a text.
+function fillsBlanks(answer) {
+  return Boolean(answer && !answer.error && answer.continues_text === false);
+}
+
+function countCharacters(controls, max) {
+  const length = controls.text.value.length;
+  controls.count.textContent = `${length.toLocaleString()} character${length === 1 ? "" : "s"}`;
+  controls.count.classList.toggle("over", length > max);
 }
 
 function readable(run) {
   return run.checkpoint && !run.problem;
 }
 
-function countCharacters(max) {
-  const length = document.getElementById("text").value.length;
-  const count = document.querySelector(".count");
-  count.textContent = `${length.toLocaleString()} character${length === 1 ? "" : "s"}`;
-  count.classList.toggle("over", length > max);
-}
-
-// A request for every panel once typing pauses; the panels show at once that a new answer is coming.
-function soon(then) {
-  clearTimeout(state.timer);
-  state.timer = setTimeout(then, TYPING_PAUSE_MS);
-  for (const panel of state.panels.values()) panel.element.classList.add("loading");
-}
-
-function setText(text) {
-  state.text = text;
-  requestAll();
-}
-
-function requestAll() {
-  for (const panel of state.panels.values()) request(panel);
-}
-
 // A setting typed in a box: the number it reads as, else the text itself, which the server names in its one line
 // ("temperature='abc': ..."), so that the page and the terminal word a bad value alike.
-function typed(id) {
-  const value = document.getElementById(id).value.trim();
+function typed(box) {
+  const value = box.value.trim();
   return /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(value) ? Number(value) : value;
 }
 
-function drawRunList() {
-  const list = document.querySelector(".runs");
-  list.replaceChildren();
-  if (!state.runs.length) list.append(message("error", "No runs under the logdir: train one (python train.py)."));
-  for (const run of state.runs) {
-    const row = document.createElement("label");
-    row.className = "run";
-    row.dataset.run = run.name;
-    const box = document.createElement("input");
-    box.type = "checkbox";
+function listRuns(tab, runs) {
+  const list = tab.controls.runs;
+  if (!runs.length) list.append(message("error", "No runs under the logdir: train one (python train.py)."));
+  for (const run of runs) {
+    const box = h("input", { type: "checkbox" });
     box.disabled = !readable(run);
-    box.checked = state.panels.has(run.name);
-    box.addEventListener("change", () => (box.checked ? openPanel(run) : closePanel(run.name)));
+    box.addEventListener("change", () => (box.checked ? openPanel(tab, run) : closePanel(tab, run.name)));
+    tab.boxes.set(run.name, box);
     const what = run.problem || (run.checkpoint ? `${run.checkpoint}, step ${run.step}` : "no checkpoint");
-    row.append(box, span("name", run.name), span("label", run.label), span(run.problem ? "meta bad" : "meta", what));
+    const row = h("label", { class: "run", "data-run": run.name }, box, span("name", run.name));
+    row.append(span("label", run.label), span(run.problem ? "meta bad" : "meta", what));
     if (!run.problem && run.note) row.append(span("meta note", run.note));
     list.append(row);
   }
 }
 
-function openPanel(run) {
-  if (state.panels.has(run.name)) return;
-  const element = document.createElement("article");
-  element.className = "panel";
-  element.dataset.run = run.name;
-  const panel = { run, element, layer: 0, step: null, data: null, query: null, pinned: false, cell: null };
-  Object.assign(panel, { seq: 0, abort: null, steps: run.steps || [], nLayer: 1, stepTimer: null });
-  Object.assign(panel, { generation: null, generationSeq: 0, generationAbort: null, folded: new Set() });
-  state.panels.set(run.name, panel);
-  document.querySelector(".panels").append(element);
-  syncCheckbox(run.name, true);
+// A panel: one run read at one step, drawn by its views. It asks ./attention for the text in the controls, at its
+// question's layer and step, with the tokens hidden in it by position (for the text `hiddenIn`), and keeps the
+// latest answer and the pointed query.
+function openPanel(tab, run) {
+  if (tab.panels.has(run.name)) return;
+  const element = h("article", { class: "panel", "data-run": run.name });
+  const question = { layer: 0, step: null, blanks: [] };
+  const panel = { tab, run, element, answer: null, at: { i: null, pinned: false }, question, hiddenIn: "" };
+  panel.fills = false; // whether its run fills blanks, as its last readable answer said
+  panel.asker = latest(tab.ask);
+  panel.generation = generationView(panel);
+  panel.views = panelViews(panel);
+  tab.panels.set(run.name, panel);
+  tab.shelf.append(element);
+  tab.boxes.get(run.name).checked = true;
   request(panel);
 }
 
-function closePanel(name) {
-  const panel = state.panels.get(name);
-  if (!panel) return;
-  panel.abort?.abort();
-  panel.generationAbort?.abort();
-  panel.element.remove();
-  state.panels.delete(name);
-  syncCheckbox(name, false);
-  rescale();
+function panelViews(panel) {
+  return [
+    headerView(panel),
+    stepView(panel),
+    { always: true, show: (answer) => (answer?.error ? [message("error", answer.error)] : []) },
+    { show: switches },
+    blanksView(panel),
+    attentionView(panel),
+    stripsView(panel),
+    predictionView(panel),
+    counterfactualView(),
+    panel.generation,
+    stepsView(),
+  ];
 }
 
-function syncCheckbox(name, checked) {
-  const box = [...document.querySelectorAll(".run")].find((row) => row.dataset.run === name)?.querySelector("input");
-  if (box) box.checked = checked;
+function closePanel(tab, name) {
+  const panel = tab.panels.get(name);
+  if (!panel) return;
+  panel.asker.stop();
+  for (const view of panel.views) view.stop?.();
+  panel.element.remove();
+  tab.panels.delete(name);
+  tab.boxes.get(name).checked = false;
+  rescale(tab);
+  fitControls(tab);
 }
 
 async function request(panel) {
-  panel.abort?.abort();
-  panel.abort = new AbortController();
-  const seq = ++panel.seq;
-  panel.element.classList.add("loading");
-  const text = state.text;
-  let data;
-  try {
-    const { layer, step } = panel;
-    const body = JSON.stringify({ run: panel.run.name, text, layer, step, temperature: typed("temperature") });
-    data = await getJson("./attention", { method: "POST", body, signal: panel.abort.signal });
-  } catch (error) {
-    if (error.name === "AbortError") return;
-    data = { error: `the server did not answer (${error.message})` };
+  const { element, tab } = panel;
+  element.classList.add("loading");
+  const text = tab.text;
+  if (panel.hiddenIn !== text) panel.question.blanks = []; // positions hidden in another text
+  const temperature = typed(tab.controls.temperature);
+  const answer = await panel.asker("attention", { run: panel.run.name, text, ...panel.question, temperature });
+  if (!answer) return; // a newer question is on its way
+  element.classList.remove("loading");
+  element.dataset.text = text; // what it shows: the page tests wait on it
+  panel.answer = answer;
+  if (!answer.error) {
+    panel.fills = fillsBlanks(answer);
+    element.dataset.step = answer.step;
+    const { i, pinned } = panel.at;
+    if (i === null || i >= answer.tokens.length || !pinned) panel.at = { i: firstQuery(answer), pinned: false };
   }
-  if (seq !== panel.seq) return; // a newer text is on its way
-  panel.element.classList.remove("loading");
-  panel.element.dataset.text = text; // what it shows: the page tests wait on it
-  panel.data = data;
-  if (!data.error) {
-    panel.element.dataset.step = data.step;
-    panel.steps = data.steps || panel.steps;
-    panel.nLayer = data.n_layer;
-    if (panel.query === null || panel.query >= data.tokens.length || !panel.pinned) {
-      panel.query = data.tokens.length - 1; // the last token, as attend.py
-      panel.pinned = false;
-    }
-  }
-  if (!rescale()) drawPanel(panel); // a new colour scale redraws every panel, this one included
+  fitControls(tab);
+  if (!rescale(tab)) show(panel); // a new colour scale redraws every panel, this one included
 }
 
-async function getJson(url, options = {}) {
-  const response = await fetch(url, { headers: { "Content-Type": "application/json" }, ...options });
-  try {
-    return await response.json();
-  } catch {
-    return { error: `${url}: HTTP ${response.status} without an answer the tab can read` };
-  }
+// The query a panel points at unless one is kept: as attend.py, the last token, or the last blank of a run that
+// fills blanks.
+function firstQuery(answer) {
+  return fillsBlanks(answer) && answer.blanks.length ? answer.blanks.at(-1) : answer.tokens.length - 1;
+}
+
+// Every view's part for the panel's answer, in the views' order, then the pointed query.
+function show(panel) {
+  const { answer, element } = panel;
+  const good = answer && !answer.error;
+  element.replaceChildren(...panel.views.flatMap((view) => (good || view.always ? view.show(answer) : [])));
+  follow(panel);
+}
+
+// One pointed query per panel: the heat map's rows and the strips' tokens both move it, and every view follows.
+function point(panel, i) {
+  if (!panel.at.pinned) panel.at = { i, pinned: false };
+  follow(panel);
+}
+
+function pin(panel, i) {
+  panel.at = { i, pinned: !(panel.at.pinned && panel.at.i === i) };
+  follow(panel);
+}
+
+// A click on token i (the heat map's row, a strip's token) keeps it as the query; with shift, in a run that fills
+// blanks, it hides the token behind the blank, or shows it again.
+function clicked(panel, i, event) {
+  if (event.shiftKey && hideable(panel, i)) toggleHidden(panel, i);
+  else pin(panel, i);
+}
+
+// Whether token i of the panel's text can be hidden or shown again: not a blank typed in the text.
+function hideable(panel, i) {
+  const { answer, question } = panel;
+  return fillsBlanks(answer) && (!answer.blanks.includes(i) || question.blanks.includes(i));
+}
+
+// Hides token i behind the blank, or shows it again, and asks again with query i kept.
+function toggleHidden(panel, i) {
+  const { blanks } = panel.question;
+  panel.question.blanks = blanks.includes(i) ? blanks.filter((k) => k !== i) : [...blanks, i].sort((a, b) => a - b);
+  panel.hiddenIn = panel.element.dataset.text; // the text whose tokens these positions count
+  panel.at = { i, pinned: true };
+  request(panel);
+}
+
+function follow(panel) {
+  const { answer, at } = panel;
+  if (!answer || answer.error || at.i === null) return;
+  for (const view of panel.views) view.point?.(answer, at);
 }
 
 // One colour scale for the losses of every panel: 0 to twice the largest ln(vocab) among them (a uniform guess sits
 // in the middle), rounded up to the key's ticks. Returns whether it changed, and then redraws every panel.
-function rescale() {
-  const uniform = [...state.panels.values()].map((p) => p.data?.uniform_loss).filter((u) => typeof u === "number");
+function rescale(tab) {
+  const answers = [...tab.panels.values()].map((panel) => panel.answer);
+  const uniform = answers.map((answer) => answer?.uniform_loss).filter((u) => typeof u === "number");
   const rough = uniform.length ? Math.max(1, 2 * Math.max(...uniform)) : null;
-  const every = rough && Math.ceil(rough / 6); // at most 6 ticks on the key
-  const top = rough && Math.ceil(rough / every) * every;
-  if (top === state.lossTop) return false;
-  state.lossTop = top;
-  state.lossTick = every;
-  for (const panel of state.panels.values()) drawPanel(panel);
+  const tick = rough && Math.ceil(rough / 6); // at most 6 ticks on the key
+  const top = rough && Math.ceil(rough / tick) * tick;
+  if (top === tab.scale.top) return false;
+  tab.scale = { top, tick };
+  for (const panel of tab.panels.values()) show(panel);
   return true;
 }
 
-function drawPanel(panel) {
-  const { run, data, element } = panel;
-  element.replaceChildren();
-  const header = document.createElement("header");
-  const close = document.createElement("button");
-  close.className = "close";
-  close.title = "Remove this panel";
-  close.setAttribute("aria-label", `Remove ${run.name}`);
-  close.textContent = "×";
-  close.addEventListener("click", () => closePanel(run.name));
-  const title = document.createElement("div");
-  title.className = "title";
-  title.append(span("label", run.label || run.name), span("name", run.name));
-  header.append(title);
-  if (panel.nLayer > 1) header.append(layerSelect(panel));
-  header.append(close);
-  element.append(header);
-  if (panel.steps.length) element.append(stepSelector(panel)); // kept on a bad answer: another step can be chosen
-  if (!data) return;
-  if (data.error) {
-    element.append(message("error", data.error));
-    return;
-  }
-  const switches = [
-    `${data.file ?? run.checkpoint}, step ${data.step}`,
-    data.causal ? "masked (causal)" : "unmasked: reads the future",
-    data.scale ? `scaled by 1/√${data.d_k}` : `unscaled, d_k ${data.d_k}`,
-  ];
-  if (data.softcap) switches.push(`capped at ${data.softcap}`);
-  const oneHot = data.stats.max_weight.filter((weight) => weight > data.saturated).length;
-  switches.push(`${oneHot} of ${data.tokens.length} rows one-hot (largest weight above ${data.saturated})`);
-  element.append(message("meta", switches.join(" · ")));
-  if (data.run_note) element.append(message("note", data.run_note)); // "best.pt: damaged (...); reading last.pt"
-  if (data.note) element.append(message("note", data.note));
-  const looks = [heatmap(panel), message("cell", ""), overText(panel), message("verdict", ""), message("stats", "")];
-  element.append(fold(panel, "attention", "Attention: where each query looks (the heat map, query i down)", looks));
-  if (data.strips) element.append(lossStrips(panel), predictionBox(panel), counterfactualLine());
-  element.append(generationBox(panel), fold(panel, "steps", "", [stepsTable()]));
-  showQuery(panel);
+function headerView(panel) {
+  const { run } = panel;
+  const close = h("button", { class: "close", title: "Remove this panel", "aria-label": `Remove ${run.name}` }, "×");
+  close.addEventListener("click", () => closePanel(panel.tab, run.name));
+  const title = h("div", { class: "title" }, span("label", run.label || run.name), span("name", run.name));
+  let layers = null; // a model of several layers gets a choice of layer, kept through a bad answer
+  return {
+    always: true,
+    show(answer) {
+      if (!layers && answer?.n_layer > 1) layers = layerSelect(panel, answer.n_layer);
+      return [h("header", {}, title, ...(layers ? [layers] : []), close)];
+    },
+  };
 }
 
-// A part of the panel a person can fold away (to compare many runs' strips and predictions); it stays folded
-// through the panel's redraws.
-function fold(panel, name, summary, parts) {
-  const details = document.createElement("details");
-  details.className = `fold ${name}`;
-  details.open = !panel.folded.has(name);
-  const title = document.createElement("summary");
-  title.textContent = summary;
-  details.append(title, ...parts);
-  details.addEventListener("toggle", () => (details.open ? panel.folded.delete(name) : panel.folded.add(name)));
-  return details;
-}
-
-function layerSelect(panel) {
-  const select = document.createElement("select");
-  select.className = "layer";
-  select.setAttribute("aria-label", "Layer");
-  for (let layer = 0; layer < panel.nLayer; layer++) select.add(new Option(`layer ${layer}`, layer));
-  select.value = panel.layer;
+function layerSelect(panel, count) {
+  const select = h("select", { class: "layer", "aria-label": "Layer" });
+  for (let layer = 0; layer < count; layer++) select.add(new Option(`layer ${layer}`, layer));
+  select.value = panel.question.layer;
   select.addEventListener("change", () => {
-    panel.layer = Number(select.value);
+    panel.question.layer = Number(select.value);
     request(panel);
   });
   return select;
@@ -278,118 +382,241 @@ function layerSelect(panel) {
 
 // The step selector: a slider over the checkpoints the run kept, one position per step (steps/step-N.pt, best.pt,
 // last.pt; files of one step hold the same weights). Moving it redraws the whole panel at that step: the attention,
-// the strips, the prediction.
-function stepSelector(panel) {
-  const steps = [];
-  for (const entry of panel.steps) {
-    const same = steps.find((known) => known.step === entry.step);
-    if (same) same.files.push(entry.file);
-    else steps.push({ step: entry.step, files: [entry.file] });
-  }
-  const row = document.createElement("div");
-  row.className = "step-row";
-  const slider = document.createElement("input");
-  slider.type = "range";
-  slider.className = "step";
-  slider.min = 0;
-  slider.max = steps.length - 1;
-  slider.setAttribute("aria-label", "Checkpoint step");
-  const shown = panel.data && !panel.data.error ? panel.data.step : null;
-  const wanted = panel.step ?? shown ?? panel.run.step;
-  slider.value = Math.max(0, steps.findIndex((entry) => entry.step === wanted));
-  slider.disabled = steps.length < 2;
+// the strips, the prediction. Kept on a bad answer: another step can be chosen.
+function stepView(panel) {
+  const slider = h("input", { type: "range", class: "step", min: 0, "aria-label": "Checkpoint step" });
   const readout = span("step-readout", "");
+  const row = h("div", { class: "step-row" }, span("step-label", "checkpoint"), slider, readout);
+  let steps = byStep(panel.run.steps);
   const describe = () => {
-    const entry = steps[Number(slider.value)];
-    const position = `${Number(slider.value) + 1} of ${steps.length}`;
-    readout.textContent = `step ${entry.step} · ${entry.files.join(", ")} · ${position}`;
+    const { step, files } = steps[Number(slider.value)];
+    readout.textContent = `step ${step} · ${files.join(", ")} · ${Number(slider.value) + 1} of ${steps.length}`;
   };
-  describe();
+  const later = pause();
   slider.addEventListener("input", () => {
     describe();
-    panel.step = steps[Number(slider.value)].step;
+    panel.question.step = steps[Number(slider.value)].step;
     panel.element.classList.add("loading");
-    clearTimeout(panel.stepTimer);
-    panel.stepTimer = setTimeout(() => request(panel), TYPING_PAUSE_MS);
+    later(() => request(panel));
   });
-  row.append(span("step-label", "checkpoint"), slider, readout);
-  return row;
+  const show = (answer) => {
+    const shown = answer && !answer.error ? answer.step : null;
+    if (shown !== null) steps = byStep(answer.steps);
+    if (!steps.length) return [];
+    slider.max = steps.length - 1;
+    const wanted = panel.question.step ?? shown ?? panel.run.step;
+    const index = steps.findIndex((entry) => entry.step === wanted);
+    slider.value = Math.max(0, index);
+    slider.disabled = steps.length < 2;
+    describe();
+    return [row];
+  };
+  return { always: true, show, stop: later.stop };
 }
 
-// The heat map: queries down, keys across, token labels on both axes, the future hatched and the diagonal dashed.
-function heatmap(panel) {
-  const { tokens } = panel.data;
+function byStep(files) {
+  const steps = [];
+  for (const { step, file } of files) {
+    const same = steps.find((known) => known.step === step);
+    if (same) same.files.push(file);
+    else steps.push({ step, files: [file] });
+  }
+  return steps;
+}
+
+// The line of the run's switches, and the notes: the run's ("best.pt: damaged (...); reading last.pt") and the
+// text's (cut to block_size).
+function switches(answer) {
+  const reads = fillsBlanks(answer)
+    ? ["fills blanks", answer.causal ? "masked (causal): reads the left of a blank" : "unmasked: reads both sides"]
+    : [answer.causal ? "masked (causal)" : "unmasked: reads the future"];
+  const parts = [
+    `${answer.file}, step ${answer.step}`,
+    ...reads,
+    answer.scale ? `scaled by 1/√${answer.d_k}` : `unscaled, d_k ${answer.d_k}`,
+  ];
+  if (answer.softcap) parts.push(`capped at ${answer.softcap}`);
+  const oneHot = answer.stats.max_weight.filter((weight) => weight > answer.saturated).length;
+  parts.push(`${oneHot} of ${answer.tokens.length} rows one-hot (largest weight above ${answer.saturated})`);
+  const lines = [message("meta", parts.join(" · "))];
+  for (const note of [answer.run_note, answer.note]) if (note) lines.push(message("note", note));
+  return lines;
+}
+
+// The blanks of a run that fills them: how to make one, and the tokens hidden by position in this panel, each a
+// button that shows it again.
+function blanksView(panel) {
+  const show = (answer) => {
+    if (!fillsBlanks(answer)) return [];
+    const marker = panel.tab.marker;
+    const how =
+      `□ is the blank: type ${marker} in the text for one. To hide a token in this panel only, shift-click it (in ` +
+      "the strip, or its row of the heat map), or press Hide above its top five; a click keeps a query, as anywhere.";
+    const lines = [message("blanks-how", how)];
+    const hidden = panel.question.blanks.filter((i) => i < answer.tokens.length);
+    if (hidden.length) {
+      const shown = hidden.map((i) => {
+        const token = answer.strips[0].predictions[i].next;
+        const button = h("button", { type: "button", class: "unhide", "data-query": i }, `${i} ${quote(token)} ×`);
+        button.title = `Show ${quote(token)} again`;
+        button.addEventListener("click", () => toggleHidden(panel, i));
+        return button;
+      });
+      lines.push(h("p", { class: "hidden-tokens" }, "Hidden by position in this text: ", ...shown));
+    }
+    return lines;
+  };
+  return { show };
+}
+
+// A part of the panel a person can fold away (to compare many runs' strips and predictions): one <details> through
+// the panel's redraws, so it stays as folded as it was.
+function foldable(name, summary) {
+  const title = h("summary", {}, summary);
+  const details = h("details", { class: `fold ${name}`, open: "" });
+  return { details, title, fill: (...parts) => details.replaceChildren(title, ...parts) };
+}
+
+// Where each query looks: the heat map (queries down, keys across), the pointed cell's weight, the query's weights
+// over the text, its row's words and statistics.
+function attentionView(panel) {
+  const fold = foldable("attention", "Attention: where each query looks (the heat map, query i down)");
+  const [cellLine, verdict, stats] = ["cell", "verdict", "stats"].map((name) => message(name, ""));
+  let map = null;
+  let pieces = [];
+  const show = (answer) => {
+    map = heatmap(panel, answer.tokens);
+    pieces = answer.tokens.map((token, j) => h("span", { class: "token", "data-key": j }, token));
+    const text = h("div", { class: "over-text", "aria-label": "The query's weights over the text" });
+    pieces.forEach((piece, j) => text.append(piece, ...(answer.tokens[j].endsWith("↵") ? [h("br")] : [])));
+    fold.fill(h("div", { class: "figure" }, map.canvas), cellLine, text, verdict, stats);
+    return [fold.details];
+  };
+  const point = (answer, at) => {
+    const { i } = at;
+    const row = answer.weights[i];
+    map.draw(answer, i);
+    pieces.forEach((piece, j) => {
+      piece.style.background = blues(row[j]);
+      piece.style.color = row[j] > 0.5 ? "#fff" : "#111";
+      piece.classList.toggle("query", j === i);
+      piece.classList.toggle("future", j > i && leaks(answer));
+      piece.title = `a[${i},${j}] = ${row[j].toFixed(3)}`;
+    });
+    cellLine.textContent = cellWords(answer, map.cell, at);
+    verdict.textContent = answer.verdicts[i];
+    verdict.hidden = !answer.verdicts[i];
+    const top = row.indexOf(Math.max(...row));
+    const { entropy, max_weight: largest } = answer.stats;
+    stats.textContent =
+      `row i=${i}: entropy ${entropy[i].toFixed(3)} nats · largest weight ${largest[i].toFixed(3)} ` +
+      `(j=${top} ${quote(answer.tokens[top])}) · ` +
+      (fillsBlanks(answer) ? `weight ${sides(answer, i)}` : `future mass ${answer.stats.future_mass[i].toFixed(3)}`);
+  };
+  return { show, point };
+}
+
+// Where query i's weight sits, for a run that fills blanks: both sides of the blank are its to read.
+function sides(answer, i) {
+  const { past_mass: left, future_mass: right } = answer.stats;
+  const itself = 1 - left[i] - right[i];
+  return `${left[i].toFixed(3)} on the left, ${itself.toFixed(3)} on itself, ${right[i].toFixed(3)} on the right`;
+}
+
+// Whether the keys after a query are the leak a next-token run reads without the mask; for a run that fills blanks
+// they are the blank's right side, which it may read.
+function leaks(answer) {
+  return !answer.causal && !fillsBlanks(answer);
+}
+
+function cellWords(answer, cell, at) {
+  if (!cell) return at.pinned ? `query ${at.i} kept: click it again to follow the pointer` : "";
+  const { i, j } = cell;
+  const { weights, tokens } = answer;
+  const right = fillsBlanks(answer) ? " (j > i: its right side)" : " (j > i: the future)";
+  const future = j > i ? right : "";
+  const reading = `query ${quote(tokens[i])} reading key ${quote(tokens[j])}`;
+  return `a[${i},${j}] = ${weights[i][j].toFixed(3)}: ${reading}${future}`;
+}
+
+// The heat map's canvas, sized for the tokens: pointing at a row points at that query (and at a cell, names its
+// weight), a click keeps the query. draw(answer, i) paints it with query i outlined.
+function heatmap(panel, tokens) {
+  const layout = heatmapLayout(tokens);
+  const { size, cell, width, height } = layout;
+  const canvas = h("canvas", { class: "heatmap" });
+  const ratio = window.devicePixelRatio || 1;
+  Object.assign(canvas, { width: width * ratio, height: height * ratio });
+  Object.assign(canvas.style, { width: `${width}px`, height: `${height}px` });
+  Object.assign(canvas.dataset, { left: layout.left, top: layout.top, cell, size }); // the page tests point with it
+  const context = canvas.getContext("2d");
+  context.scale(ratio, ratio);
+  const map = { canvas, cell: null, draw: (answer, i) => drawHeatmap(context, layout, answer, i, map.cell) };
+  const at = (event) => {
+    const bounds = canvas.getBoundingClientRect();
+    const i = Math.floor((event.clientY - bounds.top - layout.top) / cell);
+    const j = Math.floor((event.clientX - bounds.left - layout.left) / cell);
+    return { i: i >= 0 && i < size ? i : null, j: j >= 0 && j < size ? j : null };
+  };
+  canvas.addEventListener("mousemove", (event) => {
+    const { i, j } = at(event);
+    if (i === null) return;
+    map.cell = j === null ? null : { i, j };
+    point(panel, i);
+  });
+  canvas.addEventListener("click", (event) => {
+    const { i } = at(event);
+    if (i !== null) clicked(panel, i, event);
+  });
+  canvas.addEventListener("mouseleave", () => {
+    map.cell = null;
+    follow(panel);
+  });
+  return map;
+}
+
+function heatmapLayout(tokens) {
   const size = tokens.length;
   const cell = Math.max(8, Math.min(28, Math.floor(FIGURE_PX / size)));
   const font = Math.max(8, Math.min(13, cell - 2));
   const upright = tokens.every((token) => [...token].length === 1);
   const measure = document.createElement("canvas").getContext("2d");
   measure.font = `${font}px monospace`;
-  const labelWidth = Math.ceil(Math.max(...tokens.map((token) => measure.measureText(token).width))) + 6;
-  const left = labelWidth;
-  const top = upright ? font + 6 : labelWidth;
-  const canvas = document.createElement("canvas");
-  canvas.className = "heatmap";
-  const width = left + size * cell + 1;
-  const height = top + size * cell + 1;
-  const ratio = window.devicePixelRatio || 1;
-  canvas.width = width * ratio;
-  canvas.height = height * ratio;
-  canvas.style.width = `${width}px`;
-  canvas.style.height = `${height}px`;
-  Object.assign(canvas.dataset, { left, top, cell, size });
-  const context = canvas.getContext("2d");
-  context.scale(ratio, ratio);
-  panel.draw = () => drawHeatmap(context, panel, { size, cell, font, upright, left, top, width, height });
-  const at = (event) => {
-    const bounds = canvas.getBoundingClientRect();
-    const i = Math.floor((event.clientY - bounds.top - top) / cell);
-    const j = Math.floor((event.clientX - bounds.left - left) / cell);
-    return { i: i >= 0 && i < size ? i : null, j: j >= 0 && j < size ? j : null };
-  };
-  canvas.addEventListener("mousemove", (event) => {
-    const { i, j } = at(event);
-    if (i === null) return;
-    panel.cell = j === null ? null : { i, j };
-    point(panel, i);
-  });
-  canvas.addEventListener("click", (event) => {
-    const { i } = at(event);
-    if (i !== null) pin(panel, i);
-  });
-  canvas.addEventListener("mouseleave", () => {
-    panel.cell = null;
-    showQuery(panel);
-  });
-  const figure = document.createElement("div");
-  figure.className = "figure";
-  figure.append(canvas);
-  return figure;
+  const left = Math.ceil(Math.max(...tokens.map((token) => measure.measureText(token).width))) + 6;
+  const top = upright ? font + 6 : left;
+  return { size, cell, font, upright, left, top, width: left + size * cell + 1, height: top + size * cell + 1 };
 }
 
-// One pointed query per panel: the heat map's rows and the strips' tokens both move it, and everything follows.
-function point(panel, i) {
-  if (!panel.pinned) panel.query = i;
-  showQuery(panel);
-}
-
-function pin(panel, i) {
-  panel.pinned = !(panel.pinned && panel.query === i);
-  panel.query = i;
-  showQuery(panel);
-}
-
-function drawHeatmap(context, panel, layout) {
-  const { tokens, weights } = panel.data;
-  const { size, cell, font, upright, left, top, width, height } = layout;
+function drawHeatmap(context, layout, answer, query, pointed) {
+  const { size, cell, left, top, width, height } = layout;
   context.clearRect(0, 0, width, height);
   for (let i = 0; i < size; i++) {
     for (let j = 0; j < size; j++) {
-      context.fillStyle = blues(weights[i][j]);
+      context.fillStyle = blues(answer.weights[i][j]);
       context.fillRect(left + j * cell, top + i * cell, cell, cell);
     }
   }
-  // The future, j > i: the staircase above the diagonal, hatched as in the Images tab.
+  if (!fillsBlanks(answer)) drawFuture(context, layout); // where the targets lie ahead, as attn/pattern hatches it
+  context.save();
+  context.strokeStyle = DIAGONAL;
+  context.setLineDash([4, 3]);
+  context.beginPath();
+  context.moveTo(left, top);
+  context.lineTo(left + size * cell, top + size * cell);
+  context.stroke();
+  context.restore();
+  drawLabels(context, layout, answer.tokens, query);
+  context.strokeStyle = "#000";
+  context.lineWidth = 2;
+  context.strokeRect(left + 1, top + query * cell + 1, size * cell - 2, cell - 2);
+  if (pointed) {
+    context.strokeStyle = "#e377c2";
+    context.strokeRect(left + pointed.j * cell, top + pointed.i * cell, cell, cell);
+  }
+}
+
+// The future, j > i: the staircase above the diagonal, hatched as in the Images tab.
+function drawFuture(context, { size, cell, left, top }) {
   context.save();
   context.beginPath();
   context.moveTo(left + cell, top);
@@ -409,22 +636,16 @@ function drawHeatmap(context, panel, layout) {
   }
   context.stroke();
   context.restore();
-  context.save();
-  context.strokeStyle = DIAGONAL;
-  context.setLineDash([4, 3]);
-  context.beginPath();
-  context.moveTo(left, top);
-  context.lineTo(left + size * cell, top + size * cell);
-  context.stroke();
-  context.restore();
-  // Labels: keys across the top, queries down the left, whitespace drawn (␣ ↵).
-  context.fillStyle = "#333";
+}
+
+// Labels: keys across the top, queries down the left, whitespace drawn (␣ ↵).
+function drawLabels(context, { size, cell, font, upright, left, top }, tokens, query) {
   context.font = `${font}px monospace`;
   context.textBaseline = "middle";
   for (let k = 0; k < size; k++) {
     const middle = k * cell + cell / 2;
     context.textAlign = "right";
-    context.fillStyle = k === panel.query ? "#000" : "#555";
+    context.fillStyle = k === query ? "#000" : "#555";
     context.fillText(tokens[k], left - 4, top + middle);
     context.save();
     if (upright) {
@@ -438,391 +659,349 @@ function drawHeatmap(context, panel, layout) {
     }
     context.restore();
   }
-  if (panel.query !== null) {
-    context.strokeStyle = "#000";
-    context.lineWidth = 2;
-    context.strokeRect(left + 1, top + panel.query * cell + 1, size * cell - 2, cell - 2);
-  }
-  if (panel.cell) {
-    context.strokeStyle = "#e377c2";
-    context.lineWidth = 2;
-    context.strokeRect(left + panel.cell.j * cell, top + panel.cell.i * cell, cell, cell);
-  }
 }
 
-function overText(panel) {
-  const text = document.createElement("div");
-  text.className = "over-text";
-  text.setAttribute("aria-label", "The query's weights over the text");
-  panel.data.tokens.forEach((token, j) => {
-    const piece = span("token", token);
-    piece.dataset.key = j;
-    text.append(piece);
-    if (token.endsWith("↵")) text.append(document.createElement("br"));
-  });
-  return text;
-}
-
-// The loss strips: the text once per setting, each token coloured by the loss of predicting the token after it
-// (nats, one scale for every panel), the mean beside it named after the curve it matches, and the scale's key.
-function lossStrips(panel) {
-  const { data } = panel;
-  const part = document.createElement("div");
-  part.className = "strips";
-  part.append(
-    message(
-      "strips-caption",
-      "Each token coloured by the loss of predicting the token after it (the text's last token has none):",
-    ),
-  );
-  for (const strip of data.strips) {
-    const row = document.createElement("div");
-    row.className = "strip";
-    row.dataset.tag = strip.tag;
-    const head = document.createElement("div");
-    head.className = "strip-head";
-    const counted = strip.losses.filter((loss) => loss !== null).length;
-    head.append(
-      span("strip-name", strip.name),
-      span("strip-tag", strip.tag),
-      span("mean", strip.mean === null ? "—" : strip.mean.toFixed(3)),
-      span("strip-unit", strip.mean === null ? "nothing to score" : `nats, the mean over ${counted} next tokens`),
-    );
-    const tokens = document.createElement("div");
-    tokens.className = "strip-tokens";
-    data.tokens.forEach((token, i) => {
-      const piece = span("token", token);
-      piece.dataset.query = i;
+// The loss strips: the text once per setting, each token coloured by the loss of predicting its target (the token
+// after it; for a run that fills blanks, the token itself hidden alone) (nats, one scale for every panel), beside it
+// this text's mean of those terms, the terms whose mean over the validation windows is its curve (val/loss,
+// val/loss_causal, val/loss_one_blank); the scale's key; the pointed token's line.
+function stripsView(panel) {
+  const pointLine = message("strip-point", "");
+  let strips = [];
+  const show = (answer) => {
+    const caption = fillsBlanks(answer)
+      ? "Each token coloured by the loss of predicting it when it alone is hidden behind the blank (a blank typed " +
+        "in the text hides a token the text does not say):"
+      : "Each token coloured by the loss of predicting the token after it (the text's last token has none):";
+    strips = answer.strips.map((strip) => lossStrip(panel, answer, strip));
+    const part = h("div", { class: "strips" }, message("strips-caption", caption), ...strips.map((s) => s.row));
+    if (fillsBlanks(answer)) part.append(message("not-likelihood", NOT_A_LIKELIHOOD));
+    part.append(lossKey(panel.tab.scale, answer.uniform_loss, answer.vocab_size), pointLine);
+    if (answer.problem) part.append(message("error problem", answer.problem));
+    return [part];
+  };
+  const point = (answer, { i }) => {
+    for (const { pieces } of strips) pieces.forEach((piece, k) => piece.classList.toggle("query", k === i));
+    const parts = answer.strips.map((strip) => {
       const loss = strip.losses[i];
-      if (loss === null) {
-        piece.classList.add("none");
-        piece.title = `${quote(token)}: the text ends here, no next token to score`;
-      } else {
-        piece.style.background = lossColour(loss);
-        piece.style.color = loss / state.lossTop > 0.55 ? "#fff" : "#111";
-        piece.title = `${quote(token)} → ${quote(strip.predictions[i].next)}: loss ${loss.toFixed(3)} nats`;
-      }
-      piece.addEventListener("mousemove", () => point(panel, i));
-      piece.addEventListener("click", () => pin(panel, i));
-      tokens.append(piece);
-      if (token.endsWith("↵")) tokens.append(document.createElement("br"));
+      const guess = strip.predictions[i].top[0][0];
+      return `${strip.name} ${loss === null ? "" : `${loss.toFixed(3)} nats, `}predicts ${quote(guess)}`;
     });
-    row.append(head, tokens);
-    part.append(row);
-  }
-  part.append(lossKey(data.uniform_loss, data.vocab_size), message("strip-point", ""));
-  if (data.problem) part.append(message("error problem", data.problem));
-  return part;
+    pointLine.textContent = `i=${i} ${quote(answer.tokens[i])}${targetWords(answer, i)}: ${parts.join(" · ")}`;
+  };
+  return { show, point };
+}
+
+// What query i is asked to predict, as the pointed token's line says it: " → 'r'" (the next token), " hides 'f'"
+// (a token hidden by position), nothing for a token of a run that fills blanks (itself).
+function targetWords(answer, i) {
+  const next = answer.strips[0].predictions[i].next; // a text cut to block_size still has one at its last position
+  if (!fillsBlanks(answer)) return next === null ? " → the text ends here" : ` → ${quote(next)}`;
+  if (!answer.blanks.includes(i)) return "";
+  return next === null ? " (typed: its token unknown)" : ` hides ${quote(next)}`;
+}
+
+function lossStrip(panel, answer, strip) {
+  const { top } = panel.tab.scale;
+  const counted = strip.losses.filter((loss) => loss !== null).length;
+  const mean = strip.mean === null ? "—" : strip.mean.toFixed(3);
+  const unit = strip.mean === null ? "nothing to score" : `nats, ${counted} tokens`;
+  const terms = span("strip-unit", `${unit} — the terms `);
+  terms.append(span("strip-tag", strip.tag), " averages"); // over the validation windows: this text is not its curve
+  const head = h("div", { class: "strip-head" }, span("strip-name", strip.name), ": mean over this text ");
+  head.append(span("mean", mean), " ", terms);
+  const line = h("div", { class: "strip-tokens" });
+  const pieces = answer.tokens.map((token, i) => {
+    const piece = h("span", { class: "token", "data-query": i }, token);
+    const loss = strip.losses[i];
+    if (loss === null) {
+      piece.classList.add("none");
+      const why = fillsBlanks(answer) ? "typed in the text, which does not say its token" : "the text ends here";
+      piece.title = `${quote(token)}: ${why}, no ${fillsBlanks(answer) ? "hidden" : "next"} token to score`;
+    } else {
+      piece.style.background = ramp(YLORRD, loss / top);
+      piece.style.color = loss / top > 0.55 ? "#fff" : "#111";
+      piece.title = `${quote(token)}${targetWords(answer, i)}: loss ${loss.toFixed(3)} nats`;
+    }
+    piece.classList.toggle("blank", fillsBlanks(answer) && answer.blanks.includes(i));
+    piece.addEventListener("mousemove", () => point(panel, i));
+    piece.addEventListener("click", (event) => clicked(panel, i, event));
+    line.append(piece, ...(token.endsWith("↵") ? [h("br")] : []));
+    return piece;
+  });
+  return { row: h("div", { class: "strip", "data-tag": strip.tag }, head, line), pieces };
 }
 
 // The colour key of the losses: the ramp from 0 to the shared top, whole nats marked below it and a uniform guess,
 // ln(vocab_size), marked above it.
-function lossKey(uniform, vocab) {
-  const top = state.lossTop;
-  const key = document.createElement("div");
-  key.className = "loss-key";
-  const bar = document.createElement("div");
-  bar.className = "ramp";
+function lossKey({ top, tick }, uniform, vocab) {
+  const at = (nats) => `${(100 * nats) / top}%`;
+  const marker = span("uniform-mark", "");
+  marker.style.left = at(uniform);
+  const bar = h("div", { class: "ramp" }, marker);
   bar.style.background = `linear-gradient(to right, ${YLORRD.join(", ")})`;
-  const marker = document.createElement("span");
-  marker.className = "uniform-mark";
-  marker.style.left = `${(100 * uniform) / top}%`;
-  bar.append(marker);
-  const above = document.createElement("div");
-  above.className = "key-above";
   const guess = span("uniform-label", `ln ${vocab} = ${uniform.toFixed(2)}: a uniform guess`);
-  guess.style.left = `${(100 * uniform) / top}%`;
-  above.append(guess);
-  const below = document.createElement("div");
-  below.className = "key-below";
-  const every = state.lossTick;
-  for (let nats = 0; nats <= top; nats += every) {
-    const tick = span("tick", nats === top ? `${nats}+` : `${nats}`);
-    tick.style.left = `${(100 * nats) / top}%`;
-    if (nats === top) tick.classList.add("last");
-    below.append(tick);
+  guess.style.left = at(uniform);
+  const below = h("div", { class: "key-below" });
+  for (let nats = 0; nats <= top; nats += tick) {
+    const mark = span(nats === top ? "tick last" : "tick", nats === top ? `${nats}+` : `${nats}`);
+    mark.style.left = at(nats);
+    below.append(mark);
   }
-  const scale = document.createElement("div");
-  scale.className = "key-scale";
-  scale.append(above, bar, below);
-  key.append(scale, span("key-words", "loss, nats: one scale for every panel"));
-  return key;
+  const scale = h("div", { class: "key-scale" }, h("div", { class: "key-above" }, guess), bar, below);
+  return h("div", { class: "loss-key" }, scale, span("key-words", "loss, nats: one scale for every panel"));
 }
 
 // The pointed query's prediction: the top five next tokens and the actual next one, as trained and (a run trained
-// without the mask) with the mask put back, side by side, at the temperature of the controls.
-function predictionBox(panel) {
-  const box = document.createElement("div");
-  box.className = "prediction";
-  box.append(message("prediction-caption", ""));
-  const columns = document.createElement("div");
-  columns.className = "columns";
-  for (const strip of panel.data.strips) {
-    const column = document.createElement("div");
-    column.className = "setting";
-    column.dataset.tag = strip.tag;
-    const table = document.createElement("table");
-    table.className = "top";
-    column.append(span("setting-name", strip.name), table, message("actual", ""));
-    columns.append(column);
+// without the mask) with the mask put back, side by side, at the temperature the answer was computed at. For a run
+// that fills blanks: the top five for the query's token hidden alone, and a button that hides it, or shows it again.
+function predictionView(panel) {
+  const caption = message("prediction-caption", "");
+  const hide = h("button", { type: "button", class: "hide" });
+  hide.addEventListener("click", () => toggleHidden(panel, Number(hide.dataset.query)));
+  let columns = [];
+  const show = (answer) => {
+    columns = answer.strips.map((strip) => {
+      const table = h("table", { class: "top" });
+      const actual = message("actual", "");
+      const element = h("div", { class: "setting", "data-tag": strip.tag }, span("setting-name", strip.name));
+      element.append(table, actual);
+      return { element, table, actual };
+    });
+    const side = h("div", { class: "columns" }, ...columns.map((column) => column.element));
+    return [h("div", { class: "prediction" }, h("div", { class: "prediction-head" }, caption, hide), side)];
+  };
+  const point = (answer, { i }) => {
+    caption.textContent = predictionCaption(answer, i);
+    hide.hidden = !hideable(panel, i);
+    hide.dataset.query = i;
+    hide.textContent = answer.blanks.includes(i)
+      ? `Show ${quote(answer.strips[0].predictions[i].next)} again`
+      : `Hide ${quote(answer.tokens[i])} behind the blank`;
+    answer.strips.forEach((strip, k) => {
+      const { top, next } = strip.predictions[i];
+      columns[k].table.replaceChildren(...top.map(([label, p]) => choice(label, p, label === next)));
+      columns[k].actual.textContent = actualToken(answer, strip.predictions[i]);
+    });
+  };
+  return { show, point };
+}
+
+function predictionCaption(answer, i) {
+  const at = `i=${i} ${quote(answer.tokens[i])}`;
+  const five = `the top five at temperature ${answer.temperature}`;
+  if (!fillsBlanks(answer)) {
+    const both = answer.strips.length > 1 ? ", as trained and with the mask put back" : "";
+    return `After ${at}, the next token: ${five}${both}`;
   }
-  box.append(columns);
-  return box;
+  if (!answer.blanks.includes(i)) return `With ${at} alone hidden behind the blank, the token there: ${five}`;
+  const hiding = answer.strips[0].predictions[i].next;
+  const which = hiding === null ? `typed at i=${i}` : `at i=${i}, hiding ${quote(hiding)}`;
+  return `The blank ${which}: its ${five.slice(4)}`;
 }
 
-function counterfactualLine() {
-  const box = document.createElement("div");
-  box.className = "counterfactual";
-  box.append(message("cf-caption", ""), message("cf-numbers", ""), message("cf-words", ""));
-  return box;
-}
-
-// Everything that follows query i: the heat map's outline, the row over the text, the table of steps, the words,
-// the strips' outline, the prediction and the counterfactual line.
-function showQuery(panel) {
-  const { data, element, query: i } = panel;
-  if (!data || data.error || i === null) return;
-  panel.draw();
-  const row = data.weights[i];
-  const future = (j) => j > i;
-  element.querySelectorAll(".over-text .token").forEach((piece) => {
-    const j = Number(piece.dataset.key);
-    piece.style.background = blues(row[j]);
-    piece.style.color = row[j] > 0.5 ? "#fff" : "#111";
-    piece.classList.toggle("query", j === i);
-    piece.classList.toggle("future", future(j) && !data.causal);
-    piece.title = `a[${i},${j}] = ${row[j].toFixed(3)}`;
-  });
-  const cell = element.querySelector("p.cell");
-  if (panel.cell) {
-    const { i: ci, j: cj } = panel.cell;
-    const weight = data.weights[ci][cj];
-    cell.textContent = `a[${ci},${cj}] = ${weight.toFixed(3)}: query ${quote(data.tokens[ci])} reading key ${quote(
-      data.tokens[cj],
-    )}${cj > ci ? " (j > i: the future)" : ""}`;
-  } else {
-    cell.textContent = panel.pinned ? `query ${i} kept: click it again to follow the pointer` : "";
+// The query's target and its probability and loss; or why it has none.
+function actualToken(answer, { next, p_next: chance, loss }) {
+  if (next === null) {
+    return fillsBlanks(answer)
+      ? "typed in the text, which does not say its token: nothing to score"
+      : "the text ends here: no next token to score";
   }
-  const verdict = element.querySelector("p.verdict");
-  verdict.textContent = data.verdicts[i];
-  verdict.hidden = !data.verdicts[i];
-  const top = row.indexOf(Math.max(...row));
-  const stats = data.stats;
-  element.querySelector("p.stats").textContent =
-    `row i=${i}: entropy ${stats.entropy[i].toFixed(3)} nats · largest weight ${stats.max_weight[i].toFixed(3)} ` +
-    `(j=${top} ${quote(data.tokens[top])}) · future mass ${stats.future_mass[i].toFixed(3)}`;
-  if (data.strips) {
-    showStrips(element, data, i);
-    showPrediction(element, data, i);
-    showCounterfactual(element, data, i);
+  const target = fillsBlanks(answer) ? "hidden" : "next";
+  const at = answer.temperature === 1 ? "" : " (at temperature 1)";
+  return `${target} ${quote(next)}: p ${probability(chance)} · loss ${loss.toFixed(3)} nats${at}`;
+}
+
+function choice(label, p, actual) {
+  const bar = span("pbar", "");
+  bar.style.width = `${(p * 100).toFixed(1)}px`;
+  return h(
+    "tr",
+    { class: actual ? "choice actual" : "choice" },
+    h("td", { class: "guess" }, span("token", label)),
+    h("td", { class: "bar-cell" }, bar),
+    h("td", { class: "p" }, probability(p)),
+  );
+}
+
+// What the look gives the pointed query: the next token's probability with its row of weights as trained, its
+// future masked, uniform and none at all, the model run again; and the server's sentence about them. For a run that
+// fills blanks, the blank's token (the hidden one, or a typed blank's likeliest) with its right side hidden.
+function counterfactualView() {
+  const [caption, numbers, words] = ["cf-caption", "cf-numbers", "cf-words"].map((name) => message(name, ""));
+  const show = () => [h("div", { class: "counterfactual" }, caption, numbers, words)];
+  const point = (answer, { i }) => {
+    const look = answer.counterfactuals[i];
+    numbers.replaceChildren();
+    caption.textContent = lookCaption(answer, i);
+    words.textContent = look ? look.words : "";
+    if (!look) return;
+    (fillsBlanks(answer) ? BLANK_LOOKS : LOOKS).forEach(([kind, name], k) => {
+      if (k) numbers.append(" · ");
+      const part = h("span", { class: "cf", "data-kind": kind }, span("cf-name", `${name} `));
+      numbers.append(part);
+      part.append(span("cf-p", probability(look[kind])));
+    });
+  };
+  return { show, point };
+}
+
+function lookCaption(answer, i) {
+  const look = answer.counterfactuals[i];
+  const layer = answer.n_layer > 1 ? ` (layer ${answer.layer})` : "";
+  if (!fillsBlanks(answer)) {
+    if (!look) return `What the look gives query ${i}: the text ends here, so there is no next token to compare.`;
+    const next = answer.strips[0].predictions[i].next;
+    return `What the look gives: p(${quote(next)} next) with query ${i}'s weights, the model run again${layer}`;
   }
-  fillSteps(element.querySelector(".fold.steps"), data, i);
-}
-
-function showStrips(element, data, i) {
-  element.querySelectorAll(".strip-tokens .token").forEach((piece) => {
-    piece.classList.toggle("query", Number(piece.dataset.query) === i);
-  });
-  const next = data.strips[0].predictions[i].next; // a text cut to block_size still has one at its last position
-  const parts = data.strips.map((strip) => {
-    const guess = strip.predictions[i].top[0];
-    const loss = strip.losses[i];
-    return `${strip.name} ${loss === null ? "" : `${loss.toFixed(3)} nats, `}predicts ${quote(guess[0])}`;
-  });
-  element.querySelector("p.strip-point").textContent =
-    `i=${i} ${quote(data.tokens[i])} → ` +
-    (next === null ? "the text ends here: " : `${quote(next)}: `) +
-    parts.join(" · ");
-}
-
-function showPrediction(element, data, i) {
-  const temperature = data.temperature ?? typed("temperature"); // what the answer was computed at
-  element.querySelector("p.prediction-caption").textContent =
-    `After i=${i} ${quote(data.tokens[i])}, the next token: the top five at temperature ${temperature}` +
-    (data.strips.length > 1 ? ", as trained and with the mask put back" : "");
-  data.strips.forEach((strip, k) => {
-    const column = element.querySelectorAll(".prediction .setting")[k];
-    const prediction = strip.predictions[i];
-    const table = column.querySelector("table.top");
-    table.replaceChildren();
-    for (const [label, p] of prediction.top) {
-      const line = table.insertRow();
-      line.className = label === prediction.next ? "choice actual" : "choice";
-      line.insertCell().append(span("token", label));
-      const bar = document.createElement("span");
-      bar.className = "pbar";
-      bar.style.width = `${(p * 100).toFixed(1)}px`;
-      line.insertCell().append(bar);
-      line.insertCell().textContent = probability(p);
-      line.cells[0].className = "guess";
-      line.cells[1].className = "bar-cell";
-      line.cells[2].className = "p";
-    }
-    const { next, p_next: chance, loss } = prediction;
-    column.querySelector("p.actual").textContent =
-      next === null
-        ? "the text ends here: no next token to score"
-        : `next ${quote(next)}: p ${probability(chance)} · loss ${loss.toFixed(3)} nats` +
-          (temperature === 1 ? "" : " (at temperature 1)");
-  });
-}
-
-function showCounterfactual(element, data, i) {
-  const look = data.counterfactuals?.[i];
-  const caption = element.querySelector("p.cf-caption");
-  const numbers = element.querySelector("p.cf-numbers");
-  const words = element.querySelector("p.cf-words");
-  numbers.replaceChildren();
-  if (!look) {
-    caption.textContent = `What the look gives query ${i}: the text ends here, so there is no next token to compare.`;
-    words.textContent = "";
-    return;
-  }
-  caption.textContent =
-    `What the look gives: p(${quote(data.strips[0].predictions[i].next)} next) with query ${i}'s weights, ` +
-    "the model run again" +
-    (data.n_layer > 1 ? ` (layer ${data.layer})` : "");
-  const kinds = [
-    ["trained", "as trained"],
-    ["masked", "future masked"],
-    ["uniform", "uniform"],
-    ["silent", "no attention"],
-  ];
-  kinds.forEach(([kind, name], k) => {
-    if (k) numbers.append(" · ");
-    const part = span("cf", "");
-    part.dataset.kind = kind;
-    part.append(span("cf-name", `${name} `), span("cf-p", probability(look[kind])));
-    numbers.append(part);
-  });
-  words.textContent = look.words;
+  if (!look) return `What the look gives is shown for a blank: point at one (□), or hide token ${i}.`;
+  const guessed = answer.strips[0].predictions[i].next === null ? ", its likeliest filling" : "";
+  return (
+    `What the look gives the blank at i=${i}: p(${quote(look.target)}${guessed}) with its weights ` +
+    `(${sides(answer, i)}), the model run again${layer}`
+  );
 }
 
 // Continue the text: each open panel's run writes N tokens after it, at its step, with the controls' temperature and
-// seed (the same sampling as sample.py); the answer stays in the panel, marked when the text or step has moved on.
-function generateAll() {
-  for (const panel of state.panels.values()) generate(panel);
+// seed (the same sampling as sample.py), or fills the blanks of the text, those hidden in its panel included (a run
+// that fills blanks); the answer stays in the panel, marked when the text, step or blanks have moved on.
+function continueAll(tab) {
+  const { tokens, temperature, seed } = tab.controls;
+  for (const panel of tab.panels.values()) {
+    const { step, blanks } = panel.question;
+    const asked = { run: panel.run.name, text: tab.text, step, blanks, tokens: typed(tokens) };
+    panel.generation.write({ ...asked, temperature: typed(temperature), seed: typed(seed) });
+  }
 }
 
-async function generate(panel) {
-  panel.generationAbort?.abort();
-  panel.generationAbort = new AbortController();
-  const seq = ++panel.generationSeq;
-  const asked = { run: panel.run.name, text: state.text, step: panel.step, tokens: typed("tokens") };
-  Object.assign(asked, { temperature: typed("temperature"), seed: typed("seed") });
-  panel.generation = { asked, answer: null };
-  showGeneration(panel);
-  let answer;
-  try {
-    const body = JSON.stringify(asked);
-    answer = await getJson("./generate", { method: "POST", body, signal: panel.generationAbort.signal });
-  } catch (error) {
-    if (error.name === "AbortError") return;
-    answer = { error: `the server did not answer (${error.message})` };
-  }
-  if (seq !== panel.generationSeq) return;
-  panel.generation.answer = answer;
-  showGeneration(panel);
+function generationView(panel) {
+  const box = h("div", { class: "generation" });
+  const asker = latest(panel.tab.ask);
+  let asked = null;
+  let answer = null;
+  const draw = () => {
+    box.hidden = !asked;
+    box.classList.toggle("loading", Boolean(asked && !answer));
+    panel.element.dataset.generated = answer ? "yes" : "";
+    box.replaceChildren(...(asked ? continuation(panel, asked, answer) : []));
+  };
+  const write = async (question) => {
+    [asked, answer] = [question, null];
+    draw();
+    const written = await asker("generate", question);
+    if (!written) return;
+    answer = written;
+    draw();
+  };
+  const show = () => {
+    draw();
+    return [box];
+  };
+  return { show, write, stop: asker.stop };
 }
 
-function generationBox(panel) {
-  const box = document.createElement("div");
-  box.className = "generation";
-  showGeneration(panel);
-  return box;
-}
-
-function showGeneration(panel) {
-  const box = panel.element.querySelector(".generation");
-  if (!box) return;
-  box.replaceChildren();
-  const generation = panel.generation;
-  box.hidden = !generation;
-  if (!generation) return;
-  const { asked, answer } = generation;
-  box.classList.toggle("loading", !answer);
-  panel.element.dataset.generated = answer ? "yes" : "";
-  if (!answer) {
-    box.append(message("gen-caption", `writing ${asked.tokens} tokens…`));
-    return;
-  }
-  if (answer.error) {
-    box.append(message("error", answer.error));
-    return;
-  }
-  box.append(
-    message(
-      "gen-caption",
-      `Continued by ${answer.tokens.length} tokens at step ${answer.step} (${answer.file}), temperature ` +
-        `${answer.temperature ?? asked.temperature}, seed ${answer.seed ?? asked.seed}:`,
-    ),
-  );
+function continuation(panel, asked, answer) {
+  const writing = fillsBlanks(panel.answer) ? "filling the blanks…" : `writing ${asked.tokens} tokens…`;
+  if (!answer) return [message("gen-caption", writing)];
+  if (answer.error) return [message("error", answer.error)];
+  if (answer.filled) return filling(panel, asked, answer);
+  const caption =
+    `Continued by ${answer.tokens.length} tokens at step ${answer.step} (${answer.file}), temperature ` +
+    `${answer.temperature}, seed ${answer.seed}:`;
   const prompt = answer.prompt.length > PROMPT_SHOWN ? `…${answer.prompt.slice(-PROMPT_SHOWN)}` : answer.prompt;
-  const text = document.createElement("p");
-  text.className = "continuation";
-  text.append(span("prompt", prompt), span("written", answer.continuation));
-  box.append(text);
-  if (answer.note) box.append(message("note", answer.note)); // the model read only the text's last block_size tokens
-  const shown = panel.data && !panel.data.error ? panel.data.step : answer.step;
-  if (asked.text !== state.text || shown !== answer.step) {
-    box.append(message("note", "written for an earlier text or step: Continue the text again"));
+  const parts = [message("gen-caption", caption)];
+  parts.push(h("p", { class: "continuation" }, span("prompt", prompt), span("written", answer.continuation)));
+  if (answer.note) parts.push(message("note", answer.note)); // the model read only the text's last block_size tokens
+  const shown = panel.answer && !panel.answer.error ? panel.answer.step : answer.step;
+  if (asked.text !== panel.tab.text || shown !== answer.step) {
+    parts.push(message("note", "written for an earlier text or step: Continue the text again"));
   }
+  return parts;
 }
 
-function stepsTable() {
-  const part = document.createElement("div");
-  part.className = "steps-part";
-  const box = document.createElement("div");
-  box.className = "steps-box"; // a long text's 64 keys scroll here, the heat map stays in view
-  const table = document.createElement("table");
-  table.className = "steps";
-  box.append(table);
-  part.append(box);
-  return part;
+// A run's blanks filled: the text's tokens with each blank's filling marked, where the panel still shows the text,
+// step and blanks they were filled for; else the filled text as it decodes, marked as written for an earlier one.
+function filling(panel, asked, answer) {
+  const n = answer.tokens.length;
+  const caption =
+    `Filled ${n} blank${n === 1 ? "" : "s"} at step ${answer.step} (${answer.file}), temperature ` +
+    `${answer.temperature}, seed ${answer.seed}:`;
+  const shown = panel.answer;
+  const current =
+    fillsBlanks(shown) &&
+    asked.text === panel.element.dataset.text &&
+    asked.blanks.join() === panel.question.blanks.join() &&
+    shown.step === answer.step &&
+    shown.blanks.length === n;
+  const box = h("p", { class: "continuation filled" });
+  if (current) {
+    const fillings = [...answer.tokens];
+    box.append(
+      ...shown.tokens.map((token, i) => (shown.blanks.includes(i) ? span("written", fillings.shift()) : token)),
+    );
+  } else box.append(answer.text);
+  const parts = [message("gen-caption", caption), box];
+  if (!current) parts.push(message("note", "filled for an earlier text, step or blanks: Fill the blanks again"));
+  return parts;
 }
 
-function fillSteps(box, data, i) {
-  const scaled = data.scale ? `÷ √${data.d_k}` : "unscaled";
-  const division = data.scale
-    ? `divide by √d<sub>k</sub> = √${data.d_k} = ${Math.sqrt(data.d_k).toFixed(3)}`
-    : "<b>unscaled</b>: this run feeds the raw scores to the softmax";
-  const cap = data.softcap ? `, then cap at ${data.softcap}·tanh(s/${data.softcap})` : "";
-  box.querySelector("summary").innerHTML =
-    `The lesson's steps for query i=${i} ${escape(quote(data.tokens[i]))}: ` +
-    `<b>1</b> score q<sub>i</sub>·k<sub>j</sub> · <b>2</b> ${division}${cap} · <b>3</b> softmax: a<sub>ij</sub> · ` +
-    `<b>4</b> y<sub>i</sub> = Σ<sub>j</sub> a<sub>ij</sub> v<sub>j</sub>: the values mixed in these proportions`;
-  const table = box.querySelector("table.steps");
-  const head = document.createElement("thead");
-  head.innerHTML = `<tr><th>j</th><th>token</th><th>q<sub>i</sub>·k<sub>j</sub></th><th>${
-    data.softcap ? "capped" : scaled
-  }</th><th>a<sub>ij</sub></th><th></th></tr>`;
-  const body = document.createElement("tbody");
-  const row = data.weights[i];
-  const largest = row.indexOf(Math.max(...row));
-  const keys = data.causal ? i + 1 : data.tokens.length;
-  for (let j = 0; j < keys; j++) {
-    const line = document.createElement("tr");
-    line.dataset.key = j;
-    if (j === largest) line.className = "largest";
-    const bar = `<span class="bar" style="width:${(row[j] * 60).toFixed(1)}px;background:${blues(0.35 + row[j] * 0.65)}"></span>`;
-    line.innerHTML =
-      `<td class="j">${j}</td><td class="token">${escape(data.tokens[j])}</td>` +
-      `<td class="raw">${number(data.raw[i][j])}</td><td class="fed">${number(data.fed[i][j])}</td>` +
-      `<td class="weight">${row[j].toFixed(3)}</td><td class="mark">${bar}${
-        j > i ? '<span class="future">future</span>' : ""
-      }</td>`;
-    body.append(line);
-  }
-  if (data.causal && keys < data.tokens.length) {
-    const rest = document.createElement("tr");
-    rest.className = "masked";
-    rest.innerHTML = `<td colspan="6">j = ${i + 1} to ${data.tokens.length - 1}: masked (j > i), weight exactly 0</td>`;
-    body.append(rest);
-  }
-  table.replaceChildren(head, body);
-  const focus = body.querySelector("tr.largest"); // in view without scrolling: the key the query reads most
-  const scroller = box.querySelector(".steps-box");
-  scroller.scrollTop = Math.max(0, focus.offsetTop - scroller.clientHeight / 2);
+// The lesson's steps for the pointed query: q_i·k_j, the scores the softmax is fed, its weights, each key a row; a
+// long text's keys scroll in their box, which opens on the key read most, the heat map staying in view.
+function stepsView() {
+  const fold = foldable("steps", "");
+  const table = h("table", { class: "steps" });
+  const scroller = h("div", { class: "steps-box" }, table);
+  fold.fill(h("div", { class: "steps-part" }, scroller));
+  const point = (answer, { i }) => {
+    fold.title.replaceChildren(...lessonSteps(answer, i));
+    const row = answer.weights[i];
+    const largest = row.indexOf(Math.max(...row));
+    const keys = answer.causal ? i + 1 : answer.tokens.length;
+    const lines = Array.from({ length: keys }, (_, j) => keyRow(answer, i, j, j === largest));
+    if (keys < answer.tokens.length) {
+      const rest = `j = ${i + 1} to ${answer.tokens.length - 1}: masked (j > i), weight exactly 0`;
+      lines.push(h("tr", { class: "masked" }, h("td", { colspan: 6 }, rest)));
+    }
+    table.replaceChildren(stepsHead(answer), h("tbody", {}, ...lines));
+    scroller.scrollTop = Math.max(0, (lines[largest]?.offsetTop ?? 0) - scroller.clientHeight / 2);
+  };
+  return { show: () => [fold.details], point };
+}
+
+function lessonSteps(answer, i) {
+  const { d_k: dk, softcap } = answer;
+  const division = answer.scale
+    ? [`divide by √d_k = √${dk} = ${Math.sqrt(dk).toFixed(3)}`]
+    : [bold("unscaled"), ": this run feeds the raw scores to the softmax"];
+  const steps = [
+    ["score q_i·k_j"],
+    [...division, softcap ? `, then cap at ${softcap}·tanh(s/${softcap})` : ""],
+    ["softmax: a_ij"],
+    ["y_i = Σ_j a_ij v_j: the values mixed in these proportions"],
+  ];
+  const numbered = steps.flatMap((step, k) => [k ? " · " : "", bold(`${k + 1}`), " ", ...step.flatMap(subscripted)]);
+  return [`The lesson's steps for query i=${i} ${quote(answer.tokens[i])}: `, ...numbered];
+}
+
+function stepsHead(answer) {
+  const fed = answer.softcap ? "capped" : answer.scale ? `÷ √${answer.d_k}` : "unscaled";
+  const names = ["j", "token", "q_i·k_j", fed, "a_ij", ""];
+  return h("thead", {}, h("tr", {}, ...names.map((name) => h("th", {}, ...subscripted(name)))));
+}
+
+function keyRow(answer, i, j, largest) {
+  const weight = answer.weights[i][j];
+  const bar = span("bar", "");
+  Object.assign(bar.style, { width: `${(weight * 60).toFixed(1)}px`, background: blues(0.35 + weight * 0.65) });
+  const mark = h("td", { class: "mark" }, bar, ...(j > i && leaks(answer) ? [span("future", "future")] : []));
+  const cells = [
+    h("td", { class: "j" }, j),
+    h("td", { class: "token" }, answer.tokens[j]),
+    h("td", { class: "raw" }, number(answer.raw[i][j])),
+    h("td", { class: "fed" }, number(answer.fed[i][j])),
+    h("td", { class: "weight" }, weight.toFixed(3)),
+  ];
+  return h("tr", { "data-key": j, ...(largest ? { class: "largest" } : {}) }, ...cells, mark);
 }
 
 function ramp(colours, position) {
@@ -838,14 +1017,34 @@ function blues(weight) {
   return ramp(BLUES, weight);
 }
 
-function lossColour(loss) {
-  return ramp(YLORRD, loss / state.lossTop);
-}
-
+// A probability as viewer/predictions.py's probability(p) writes it, to the character: f"{p:.2f}" from 0.1, else
+// f"{p:.2g}" (0.031, 0.0029, 2.1e-05), so the panel's numbers read as the server's sentence. Python rounds the
+// double's exact value half to even, where JS's toFixed and toPrecision round a tie up and write exponents
+// unpadded: the digits are rounded here from the exact expansion (toExponential(99) shows any tie whole).
 function probability(p) {
   if (p === null) return "—";
   if (p === 0) return "0";
-  return p >= 0.00095 ? p.toFixed(3) : p.toExponential(1); // 0.00099 reads 0.001, not 1.0e-3
+  const [mantissa, exponent] = p.toExponential(99).split("e");
+  const digits = mantissa.replace(".", "");
+  const power = Number(exponent); // p = d.ddd × 10^power
+  if (p >= 0.1) return pointed(halfEven(digits, power + 3), -2); // two decimals
+  const kept = halfEven(digits, 2); // two significant digits, "100" where 0.0996 carried to 0.10
+  const e = power + kept.length - 2;
+  if (e < -4) return `${pointed(kept.slice(0, 2), -1).replace(/\.0$/, "")}e-${String(-e).padStart(2, "0")}`;
+  return pointed(kept.slice(0, 2), e - 1).replace(/\.?0+$/, "");
+}
+
+// The first `keep` of a number's digits, rounded half to even on the digits after them.
+function halfEven(digits, keep) {
+  const head = BigInt(digits.slice(0, keep));
+  const [next, rest] = [digits[keep], digits.slice(keep + 1)];
+  return String(head + BigInt(next > "5" || (next === "5" && (/[1-9]/.test(rest) || head % 2n === 1n))));
+}
+
+// The integer written in `digits` times 10^shift (shift < 0), as a decimal.
+function pointed(digits, shift) {
+  const padded = digits.padStart(1 - shift, "0");
+  return `${padded.slice(0, shift)}.${padded.slice(shift)}`;
 }
 
 function number(value) {
@@ -856,20 +1055,31 @@ function quote(token) {
   return `'${token}'`;
 }
 
-function escape(text) {
-  return text.replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
+// An element with its attributes and children (text or nodes): the one way this page builds its HTML.
+function h(tag, attributes = {}, ...children) {
+  const element = document.createElement(tag);
+  for (const [name, value] of Object.entries(attributes)) element.setAttribute(name, value);
+  element.append(...children);
+  return element;
 }
 
 function span(className, text) {
-  const element = document.createElement("span");
-  element.className = className;
-  element.textContent = text;
-  return element;
+  return h("span", { class: className }, text);
 }
 
 function message(className, text) {
-  const element = document.createElement("p");
-  element.className = className;
-  element.textContent = text;
-  return element;
+  return h("p", { class: className }, text);
+}
+
+// Text with subscripts written as in x_ij: its pieces, each _word a <sub>; a node passes as it is.
+function subscripted(piece) {
+  return typeof piece === "string" ? piece.split(/_(\w+)/).map((part, k) => (k % 2 ? sub(part) : part)) : [piece];
+}
+
+function sub(text) {
+  return h("sub", {}, text);
+}
+
+function bold(text) {
+  return h("b", {}, text);
 }

@@ -1,0 +1,126 @@
+"""viewer/lens.py: a TinyLM opened in TransformerLens computes tinylm's logits and attention, its hooks read and patch
+them, and what it cannot represent is refused in one line naming the setting. Tiny models with random weights, and
+the session's trained leak sweep."""
+
+import math
+import os
+
+import pytest
+import torch
+
+from data import TokenizerConfig, train_tokenizer
+from model import ModelConfig, TinyLM
+from model.config import Mixer
+from trainer.config import ConfigError
+from viewer.checkpoints import choose, load
+from viewer.predictions import looked_again
+from viewer.trace import trace
+
+if not os.environ.get("CI"):  # CI installs the extra (.ci/run): there a missing TransformerLens fails these tests
+    pytest.importorskip("transformer_lens", reason='needs TransformerLens, the extra: pip install -e ".[lens]"')
+
+from viewer.lens import lens_problems, transformer_lens_model  # noqa: E402 (it imports TransformerLens)
+
+TEXT = "To be, or not to be, that is the question"
+TOKENIZER = train_tokenizer(TokenizerConfig(), TEXT)
+IDS = TOKENIZER.encode(TEXT).ids
+TINY = {"block_size": 48, "d_model": 32, "d_k": 16, "d_v": 16}
+SETTINGS = {  # each setting TransformerLens represents, on its own and together
+    "default": {"n_layer": 2},
+    "unscaled": {"scale": False},
+    "unscaled at d_k=128": {"scale": False, "d_model": 128, "d_k": 128, "d_v": 128},  # saturated: rounding shows
+    "unmasked": {"causal": False},
+    "softcap": {"softcap": 2.0},
+    "no mlp": {"mlp": False},
+    "no projections": {"projections": False, "d_k": 32, "d_v": 32},
+    "unmasked, finite mask value unused": {"causal": False, "mask_value": -1e4},
+    "unscaled, unmasked, capped": {"scale": False, "causal": False, "softcap": 3.0, "n_layer": 2},
+}
+REFUSED = {  # setting -> the start of its one line
+    "mixer": ({"mixer": Mixer.gru}, "model.mixer=gru: "),
+    "d_k": ({"d_k": 8}, "model.d_k=8 with model.d_v=16: "),
+    "mask_value": ({"mask_value": -1e4}, "model.mask_value=-10000: "),
+    "qk_norm": ({"qk_norm": True}, "model.qk_norm=True: "),
+}
+
+
+def tiny_model(**settings) -> TinyLM:
+    """A TinyLM of TINY's size with every weight moved off its init: the norms' gains and biases and the MLP's
+    biases are not their ones and zeros, so a weight copied to the wrong place shows in the logits."""
+    torch.manual_seed(0)
+    model = TinyLM(ModelConfig(vocab_size=TOKENIZER.get_vocab_size(), **TINY | settings)).eval()
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(0.1 * torch.randn_like(parameter))
+    return model
+
+
+@pytest.mark.parametrize("settings", SETTINGS.values(), ids=SETTINGS.keys())
+def test_transformer_lens_computes_tinylms_logits_and_attention(settings):
+    model = tiny_model(**settings)
+    ids = torch.tensor([IDS])
+    logits, cache = transformer_lens_model(model).run_with_cache(ids)
+    with torch.no_grad():
+        assert (logits - model(ids)).abs().max() < 1e-5
+    for n, layer in enumerate(trace(model, IDS)):
+        assert (cache[f"blocks.{n}.attn.hook_pattern"][0, 0] - layer.weights).abs().max() < 1e-6
+
+
+def test_the_scores_rebuilt_from_the_cached_q_and_k_are_those_tinylm_feeds_the_softmax():
+    """docs/transformer-lens.md's way to the scores: q k^T / sqrt(d_k), capped, masked, from hook_q and hook_k."""
+    model = tiny_model(softcap=2.0)
+    _, cache = transformer_lens_model(model).run_with_cache(torch.tensor([IDS]))
+    q, k = cache["blocks.0.attn.hook_q"][0, :, 0], cache["blocks.0.attn.hook_k"][0, :, 0]
+    scores = 2.0 * torch.tanh(q @ k.T / math.sqrt(q.size(-1)) / 2.0)
+    future = torch.ones_like(scores, dtype=torch.bool).triu(1)
+    torch.testing.assert_close(scores.masked_fill(future, -math.inf), trace(model, IDS)[0].fed, atol=1e-6, rtol=0)
+
+
+@pytest.mark.xfail(strict=True, reason="TransformerLens 4.3's native attention hands hook_attn_scores its pattern")
+def test_hook_attn_scores_holds_the_scores():
+    """When TransformerLens fixes this, this test fails (strict): docs/transformer-lens.md then drops its warning."""
+    model = tiny_model()
+    _, cache = transformer_lens_model(model).run_with_cache(torch.tensor([IDS]))
+    torch.testing.assert_close(cache["blocks.0.attn.hook_attn_scores"][0, 0], trace(model, IDS)[0].fed)
+
+
+def test_patching_a_querys_pattern_gives_tinylms_counterfactual_logits():
+    """A query's row of the pattern replaced by a uniform look through hook_pattern, as the Attention tab's
+    counterfactual (d) replaces it through tinylm's own reweigh: the same next-token logits."""
+    model, i = tiny_model(n_layer=2), 7
+    uniform = (torch.arange(len(IDS)) <= i).float() / (i + 1)
+
+    def look_uniformly(pattern, hook):
+        pattern[:, :, i] = uniform
+        return pattern
+
+    lens = transformer_lens_model(model)
+    patched = lens.run_with_hooks(torch.tensor([IDS]), fwd_hooks=[("blocks.1.attn.hook_pattern", look_uniformly)])
+    expected = looked_again(model, torch.tensor([IDS]), 1, [i], uniform[None])[0]
+    assert (patched[0, i] - expected).abs().max() < 1e-5
+    assert (patched[0, i] - lens(torch.tensor([IDS]))[0, i]).abs().max() > 1e-2  # the patch changed the prediction
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("job", ["0_*", "1_*"], ids=["masked", "unmasked"])
+def test_a_trained_runs_checkpoint_opens_with_its_logits_and_attention(leak_sweep, job):
+    trained = load(choose(next(leak_sweep.glob(job))).path)
+    ids = trained.tokenizer.encode(TEXT).ids[: trained.model.config.block_size]
+    logits, cache = transformer_lens_model(trained.model).run_with_cache(torch.tensor([ids]))
+    with torch.no_grad():
+        assert (logits[0] - trained.model(torch.tensor([ids]))[0]).abs().max() < 1e-5
+    assert (cache["blocks.0.attn.hook_pattern"][0, 0] - trace(trained.model, ids)[0].weights).abs().max() < 1e-6
+
+
+@pytest.mark.parametrize("settings, line", REFUSED.values(), ids=REFUSED.keys())
+def test_a_setting_transformer_lens_cannot_represent_is_refused_in_one_line_naming_it(settings, line):
+    with pytest.raises(ConfigError) as refused:
+        transformer_lens_model(TinyLM(ModelConfig(vocab_size=5, **TINY | settings)))
+    assert str(refused.value).startswith(line) and "\n" not in str(refused.value)
+
+
+def test_every_setting_refused_is_named_in_the_one_line():
+    config = ModelConfig(vocab_size=5, **TINY | {"d_k": 8, "mask_value": -1e4, "qk_norm": True})
+    assert len(lens_problems(config)) == 3
+    with pytest.raises(ConfigError, match=r"^model\.d_k=8 .*; model\.mask_value=.*; model\.qk_norm=True: [^\n]*$"):
+        transformer_lens_model(TinyLM(config))
