@@ -6,6 +6,9 @@ dashed; the others give the colour. Where no key is a switch, a key of two value
 colour and the second the style, unless a figure prefers a switch for the style (model.causal, whose unmasked runs
 get a third, dotted line). A lone such key gives both. A sweep with no such key has one line style, and its legend
 names none. Runs the keys cannot tell apart (no overrides, or the same ones twice) get a colour each instead.
+
+The colours are the ones TensorBoard's Custom Scalars gives runs, in the order they come: a leak sweep's masked run
+is orange in summary.png as it is in TensorBoard, its unmasked run blue.
 """
 
 from dataclasses import dataclass
@@ -17,6 +20,9 @@ from matplotlib import colormaps
 from summary.runs import RunCurves, as_word, is_number
 
 LINESTYLES = {True: "-", False: "--"}
+# TensorBoard's run colours (tensorboard 2.21, tf_color_scale's default palette, Paul Tol's colour-blind-safe one),
+# which its Custom Scalars and other Polymer dashboards give the runs in the order they started, the 8th again orange.
+TENSORBOARD_COLOURS = ["#ff7043", "#0077bb", "#cc3311", "#33bbee", "#ee3377", "#009988", "#bbbbbb"]
 NEUTRAL = "0.35"  # the colour of the line-style entries in a legend: a style, not a run
 
 
@@ -47,11 +53,10 @@ def encode(runs: list[RunCurves], keys: list[str], style_first: str | None = Non
     styles = line_styles(runs, style_key)
     colour_keys = [key for key in keys if key != style_key] or keys
     colour_values = [tuple(run.settings.get(key) for key in colour_keys) for run in runs]
-    distinct = list({repr(values): values for values in colour_values}.values())  # in order of appearance
-    numbers = len(colour_keys) == 1 and all(is_number(values[0]) for values in distinct)
-    if numbers:
-        distinct.sort()
-    colour_of = {repr(values): colour for values, colour in zip(distinct, palette(len(distinct), numbers))}
+    distinct = list({repr(values): values for values in colour_values}.values())  # in the runs' order
+    colour_of = {repr(values): colour for values, colour in zip(distinct, palette(len(distinct)))}
+    if len(colour_keys) == 1 and all(is_number(values[0]) for values in distinct):
+        distinct.sort()  # the legend reads from the smallest value up
     looks = [
         Look(colour_of[repr(values)], styles.get(repr(run.settings.get(style_key)), "-"))
         for run, values in zip(runs, colour_values)
@@ -112,11 +117,9 @@ def line_styles(runs: list[RunCurves], key: str | None) -> dict[str, str]:
     return {repr(value): style for value, style in zip(values, LINESTYLES.values())}
 
 
-def palette(count: int, ordered: bool = False) -> list:
-    """`count` colours that differ. Ordered (a number's values): dark to light along viridis, its yellow end left
-    out, which is hard to see on white. Otherwise tab10's while they last, then a sequence along turbo."""
-    if ordered:
-        return list(colormaps["viridis"](np.linspace(0, 0.85, count)))
-    if count <= 10:
-        return [f"C{index}" for index in range(count)]
+def palette(count: int) -> list:
+    """`count` colours that differ: TensorBoard's, in its order, while they last (it would repeat them, which a
+    figure's legend cannot); then a sequence along turbo."""
+    if count <= len(TENSORBOARD_COLOURS):
+        return TENSORBOARD_COLOURS[:count]
     return list(colormaps["turbo"](np.linspace(0.05, 0.95, count)))

@@ -41,8 +41,8 @@ def chart(*tags: str) -> list:
 LAYOUT = {
     "the lesson": {
         "leak: val/loss (reported) and val/loss_causal (mask forced on)": chart("val/loss", "val/loss_causal"),
-        "saturation: attention entropy, nats (0: every query reads one key)": chart("attn/entropy"),
-        "saturation: the gradient the softmax passes (Jacobian norm)": chart("attn/jacobian_norm"),
+        "attention entropy, nats (0: every query reads one key)": chart("attn/entropy"),
+        "the gradient the softmax passes (Jacobian norm)": chart("attn/jacobian_norm"),
         "finite mask: weight on future keys in the training forward pass": chart("attn/train_future_mass"),
         "finite mask: smallest allowed score above the mask value (below 0: the future wins)": chart(
             "attn/train_mask_margin"
@@ -59,3 +59,37 @@ LAYOUT = {
         "gradient norms of W^Q, W^K, W^V before clipping": ["Multiline", ["^grad/"]],
     },
 }
+
+
+# The tags each preset's lesson is read from, in the order its sweep's Custom Scalars shows their charts.
+PRESET_TAGS = {
+    "leak": ["val/loss", "attn/entropy", "attn/future_mass"],
+    "saturation": ["attn/entropy", "attn/jacobian_norm", "attn/logit_max"],
+    "ablation": ["val/loss", "attn/entropy", "attn/jacobian_norm"],
+    "init": ["attn/entropy", "attn/jacobian_norm", "attn/logit_max"],
+    "lr_sensitivity": ["attn/logit_max", "attn/entropy", "attn/jacobian_norm"],
+    "finite_mask": ["attn/train_future_mass", "attn/train_mask_margin", "attn/train_allowed_min", "val/loss"],
+    "projections": ["attn/self_weight", "val/loss"],
+    "recurrence": ["val/loss_far", "val/loss"],
+    "search": ["val/loss"],
+    "encoder": ["val/loss", "attn/entropy", "attn/future_mass"],
+}
+
+PREFIXES = {name.replace("_", " ") for name in PRESET_TAGS}  # "finite mask: ..." names the preset a chart is for
+
+
+def layout(overrides: list[str]) -> dict:
+    """LAYOUT as a run with these command-line overrides writes it: a preset's sweep opens on a section of its own
+    charts, named after it and titled without it (a leak sweep on its losses, not on another preset's charts); the
+    others follow."""
+    presets = [item.split("=", 1)[1] for item in overrides if item.lstrip("+").startswith("experiment=")]
+    tags = PRESET_TAGS.get(presets[0], []) if presets else []
+    charts = {title: chart for section in LAYOUT.values() for title, chart in section.items()}
+    own = [title for tag in tags for title in charts if charts[title][1][0] == f"^{tag}$"]
+    if not own:
+        return LAYOUT
+    rest = {name: {title: c for title, c in section.items() if title not in own} for name, section in LAYOUT.items()}
+    first = {
+        title.partition(": ")[2] if title.partition(": ")[0] in PREFIXES else title: charts[title] for title in own
+    }
+    return {presets[0]: first} | {name: section for name, section in rest.items() if section}
