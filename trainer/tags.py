@@ -50,6 +50,14 @@ LAYOUT = {
         "finite mask: smallest allowed score the softmax is fed": chart("attn/train_allowed_min"),
         "projections: the weight a query puts on itself (the diagonal)": chart("attn/self_weight"),
         "recurrence: loss where the next token is the one data.distance back": chart("val/loss_far"),
+        "encoder: one blank with every other token in view (val/loss_one_blank) beside val/loss and the right side "
+        "hidden (val/loss_causal)": chart("val/loss_one_blank", "val/loss", "val/loss_causal"),
+        "encoder: the scored tokens hidden (val/loss_hidden), which copying cannot fake, beside val/loss": chart(
+            "val/loss_hidden", "val/loss"
+        ),
+        "encoder: weight on the left (past keys) and on the right (future keys)": chart(
+            "attn/past_mass", "attn/future_mass"
+        ),
     },
     "what the attention does": {
         "largest attention logit (scaled score)": chart("attn/logit_max"),
@@ -72,7 +80,7 @@ PRESET_TAGS = {
     "projections": ["attn/self_weight", "val/loss"],
     "recurrence": ["val/loss_far", "val/loss"],
     "search": ["val/loss"],
-    "encoder": ["val/loss", "attn/entropy", "attn/future_mass"],
+    "encoder": ["val/loss_one_blank", "val/loss_hidden", "attn/past_mass"],
 }
 
 PREFIXES = {name.replace("_", " ") for name in PRESET_TAGS}  # "finite mask: ..." names the preset a chart is for
