@@ -41,7 +41,7 @@ NOTABLE = 0.05  # and only those that make this much of sum_j a_ij |v_j|
 STRIP_INCHES = 0.6  # the PNG's height per loss strip (its row of tokens and its title)
 KEY_INCHES = 0.8  # and for the strips' colour key below them
 LOSS_COLOURS = "YlOrRd"  # low loss pale, high loss dark red
-LOOKS = {"masked": "future masked", "uniform": "uniform", "no_look": "no look"}  # (b)-(d) as the line names them
+LOOKS = {"uniform": "uniform", "no_look": "no look"}  # (c), (d) as the line names them; (b) is the task's words.masked
 
 
 @dataclass
@@ -205,7 +205,8 @@ def prediction_text(read_run: Report, temperature: float, layer: int) -> str:
     if found is None:
         lines.append(words.no_counterfactual)
         return "\n".join(lines)
-    looks = ", ".join(f"{LOOKS[kind]} {probability(getattr(found, kind))}" for kind in COUNTERFACTUALS)
+    named = LOOKS | {"masked": words.masked}
+    looks = ", ".join(f"{named[kind]} {probability(getattr(found, kind))}" for kind in COUNTERFACTUALS)
     trained = probability(found.trained)
     lines.append(f"what the look contributes, p({found.target!r}) at layer {layer}: as trained {trained}, {looks}")
     lines.append(found.words)

@@ -62,11 +62,12 @@ class FillBlank(Task):
     honest = "val_hidden"
     continues_text = False
     settings = ("blank_share", "hide")
-    too_short = "no blank to fill: mark the missing tokens with _ (a literal _ is \\_)"
+    too_short = "every token is a blank: give some text around the blanks (a literal _ is \\_)"
     words = Words(
         "hidden token",
         "a blank typed as _: the text does not say which token it hides",
         "what the look contributes is shown for a blank: point at one, or hide this token",
+        "right side hidden",
         "hiding the right side",
         "the blank was filled from both sides",
         "the right side filled part of it",
@@ -96,6 +97,7 @@ class FillBlank(Task):
     def reads_with(self, tokenizer: Tokenizer) -> Tokenizer:
         reading = Tokenizer.from_str(tokenizer.to_str())  # the cached tokenizer stays the text's own
         reading.add_special_tokens([AddedToken(BLANK, special=True)])  # none if a checkpoint's has it already
+        reading.encode_special_tokens = True  # a person's text is read as it is: typing a token's name gives no token
         return reading
 
     @property
