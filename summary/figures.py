@@ -47,7 +47,7 @@ def plot_curves(runs: list[RunCurves] | list[Configuration], path: Path) -> None
         losses.set_ylim(top=1.05 * max(later))
     meaning = {loss_tag(task.honest): task.curves[task.honest].meaning for task in TASKS.values()}
     forced = "".join(f" · dotted ×: {tag}, {meaning[tag]}" for tag in tags[1:])
-    losses.set(title=f"val/loss{forced}", xlabel="step", ylabel="nats per token")
+    losses.set(title=textwrap.fill(f"val/loss{forced}", 60), xlabel="step", ylabel="nats per token")
     for entropy in rest:
         entropy.set(title="attn/entropy: mean over queries", xlabel="step", ylabel="nats")
     if not losses.has_data():
