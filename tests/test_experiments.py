@@ -27,6 +27,16 @@ GRIDS = {
 }
 
 
+# The encoder preset sweeps four configs of the encoder group, (a) to (d), each a task, a mask and what is hidden.
+ENCODER = {
+    "a_next_token": ("next_token", True, True),
+    "b_both_sides": ("fill_blank", False, True),
+    "c_left_side": ("fill_blank", True, True),
+    "d_nothing_hidden": ("fill_blank", False, False),
+}
+SWEEPS = sorted([*GRIDS, "encoder"])
+
+
 @functools.cache  # composed once for the tests that read it
 def preset_hydra(preset: str) -> DictConfig:
     """The Hydra settings of `python train.py +experiment=PRESET`."""
@@ -62,7 +72,7 @@ def preset_jobs(preset: str) -> list[tuple[dict, TrainConfig]]:
 
 def test_there_is_a_preset_for_each_experiment():
     presets = sorted(path.stem for path in (ROOT / "configs" / "experiment").glob("*.yaml"))
-    assert presets == sorted([*GRIDS, "search"])  # search: a search space, not a grid
+    assert presets == sorted(SWEEPS + ["search"])  # search: a search space, not a grid
 
 
 def test_the_search_preset_minimises_what_main_returns_over_lr_d_k_scale_and_causal_into_its_sweep_dir():
@@ -84,14 +94,14 @@ def test_every_job_of_every_preset_composes_into_the_schema(preset):
             assert (setting.value if isinstance(setting, Enum) else setting) == value
 
 
-@pytest.mark.parametrize("preset", sorted(GRIDS))
+@pytest.mark.parametrize("preset", SWEEPS)
 def test_every_preset_job_checkpoints_at_least_as_often_as_it_evaluates(preset):
     # A killed job resumed from its last.pt (trainer.resume) then loses at most one evaluation interval.
     for _, config in preset_jobs(preset):
         assert config.trainer.ckpt_interval <= config.trainer.eval_interval
 
 
-@pytest.mark.parametrize("preset", sorted(GRIDS))
+@pytest.mark.parametrize("preset", SWEEPS)
 def test_every_preset_is_a_sweep_without_dash_m(preset):
     assert preset_hydra(preset).mode is RunMode.MULTIRUN
 
@@ -109,6 +119,15 @@ def test_the_finite_mask_preset_crosses_minus_1e4_with_minus_infinity_on_the_ref
         assert config.model.fused is False and config.optim.lr == 0.1  # lr_sensitivity's plain scores pass 10^4 here
         assert config.model.mask_value == job["model.mask_value"] and config.model.causal
     assert math.isinf(GRIDS["finite_mask"]["model.mask_value"][1])
+
+
+def test_the_encoder_preset_runs_the_four_configs_on_the_same_text_with_qk_norm_hiding_40_percent():
+    assert sweep_grid("encoder") == {"+encoder": list(ENCODER)}
+    for job, config in preset_jobs("encoder"):
+        task, causal, hide = ENCODER[job["+encoder"]]
+        assert (config.task.name, config.model.causal) == (task, causal) and config.model.qk_norm
+        assert task == "next_token" or (config.task.blank_share, config.task.hide) == (0.4, hide)
+        assert config.data.source is Source.shakespeare
 
 
 def test_the_recurrence_preset_trains_on_the_copy_text_and_plots_against_the_distance():

@@ -112,7 +112,7 @@ def test_attend_on_a_blank_prints_its_both_sides_its_top_five_and_the_right_side
     out = result.stdout
     assert "query i=11 '□': its five likeliest hidden tokens at temperature 1" in out
     assert "every key j: this run does not mask the future" in out  # both sides of the blank
-    assert "what the look contributes, p(" in out and "future masked" in out
+    assert "what the look contributes, p(" in out and "right side hidden" in out  # the task names the mask
     assert (tmp_path / "blank.png").read_bytes().startswith(b"\x89PNG")
     nothing = cli("attend.py", f"ckpt={blank_run_dir}", "text=___")
     assert nothing.returncode == 1 and nothing.stderr.strip() == (

@@ -1,7 +1,7 @@
 """The TensorBoard tags a run writes that other code reads back (the sweep summary, the HParams tab), and the Custom
 Scalars layout that puts the lesson's comparisons on shared axes."""
 
-from task import TASKS
+from task import TASKS, TaskConfig
 
 SPLIT_TAGS = {"train": "train/loss_eval", "val": "val/loss"}  # an evaluation's loss on each split
 
@@ -11,8 +11,9 @@ def loss_tag(key: str) -> str:
     return SPLIT_TAGS.get(key) or f"val/loss_{key.removeprefix('val_')}"
 
 
-# Every task's extra curves, each tag once, in the order the tasks list them.
-CURVE_TAGS = list(dict.fromkeys(loss_tag(key) for task in TASKS.values() for key in task.curves))
+# Every task's extra curves, each tag once: the default task's first (a plain run's headline), then the others'.
+_TASK_ORDER = sorted(TASKS.values(), key=lambda task: task.name != TaskConfig.name)
+CURVE_TAGS = list(dict.fromkeys(loss_tag(key) for task in _TASK_ORDER for key in task.curves))
 
 # Final values of these make a run's row in the sweep summary and its metrics in TensorBoard's HParams tab, whose
 # first columns are the headline ones. A run that does not log a tag (only data=copy logs val/loss_far, only the
