@@ -10,6 +10,8 @@ tab's routes answer, an {"error": one line} included. The stylesheet is the tab'
 that it styles nothing else on the notebook's page.
 """
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import anywidget
@@ -19,6 +21,9 @@ from tensorboard_plugin_tinylm.sources import SourcesMissing, use_sources
 
 WIDGET_CLASS = "tinylm-attention"  # index.js's WIDGET_CLASS: the element the panel is drawn in
 ROUTES = ("runs", "attention", "generate")
+# Each message answered in a thread of its own, as TensorBoard answers each request: the panels of several runs are
+# computed side by side, not one after another in the kernel's one thread (viewer/'s checkpoints are shared safely).
+ANSWERING = ThreadPoolExecutor(max_workers=os.cpu_count(), thread_name_prefix="tinylm-panel")
 
 
 class AttentionPanel(anywidget.AnyWidget):
@@ -36,9 +41,9 @@ class AttentionPanel(anywidget.AnyWidget):
             self.sources_missing = ""
         except SourcesMissing as error:  # every answer says so, in one line
             self.sources_missing = str(error)
-        self.on_msg(self.answer)
+        self.on_msg(lambda widget, message, buffers: ANSWERING.submit(self.answer, message))
 
-    def answer(self, widget, message: dict, buffers: list) -> None:
+    def answer(self, message: dict) -> None:
         """One message from the panel, {id, route, body}: the route's answer, as TensorBoard's plugin gives it."""
         route, body = message.get("route"), message.get("body")
 
