@@ -12,6 +12,9 @@ of the weights with the loss strips beside the run (attention.png) or at `out=`.
 the same numbers, from the same code (viewer/).
 """
 
+import trainer.startup  # noqa: F401 (first of all: a Ctrl-C while torch loads ends in one line, trainer/startup.py)
+
+# isort: split
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +24,7 @@ import hydra
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
+from model.config import Mixer
 from trainer.checkpoint import CheckpointError
 from trainer.cli import one_line_errors, run_with_one_line_errors
 from trainer.config import ConfigError, to_typed
@@ -29,7 +33,7 @@ from viewer.checkpoints import Checkpoint, load, named_checkpoint
 from viewer.generation import temperature_problem
 from viewer.predictions import COUNTERFACTUALS, Predictions, Strip, predict, probability
 from viewer.readings import VALIDATION_LINE, Reading, cut_note, layer_problem, read, row_statistics, verdict
-from viewer.runs import RunEntry, checkpoint_at, list_runs, steps_of
+from viewer.runs import RunCheckpoints, list_runs, load_at, steps_of
 
 FULL_VECTOR = 8  # y_i is printed whole up to this d_v, else by its size
 DOMINANT = 3  # the values step 4 names at most
@@ -37,7 +41,7 @@ NOTABLE = 0.05  # and only those that make this much of sum_j a_ij |v_j|
 STRIP_INCHES = 0.6  # the PNG's height per loss strip (its row of tokens and its title)
 KEY_INCHES = 0.8  # and for the strips' colour key below them
 LOSS_COLOURS = "YlOrRd"  # low loss pale, high loss dark red
-LOOKS = {"masked": "future masked", "uniform": "uniform", "no_look": "no look"}  # (b)-(d) as the line names them
+LOOKS = {"uniform": "uniform", "no_look": "no look"}  # (c), (d) as the line names them; (b) is the task's words.masked
 
 
 @dataclass
@@ -58,7 +62,7 @@ ConfigStore.instance().store(name="attend_schema", node=AttendConfig)  # the fir
 class Report:
     """One run read for the query: what is printed and drawn of it."""
 
-    run: RunEntry
+    run: RunCheckpoints
     path: Path
     checkpoint: Checkpoint
     reading: Reading
@@ -66,7 +70,7 @@ class Report:
     query: int
 
 
-def runs_of(ckpt: str) -> list[RunEntry]:
+def runs_of(ckpt: str) -> list[RunCheckpoints]:
     """The runs `ckpt` names: every run at or below a directory, or the run of a checkpoint file."""
     path = Path(ckpt).expanduser()
     if path.is_dir():
@@ -77,7 +81,7 @@ def runs_of(ckpt: str) -> list[RunEntry]:
             run.name = path.resolve().name if run.name == "." else run.name
         return runs
     path = named_checkpoint(ckpt, "ckpt").path
-    return [RunEntry(path.parent.name, path.parent, path, steps=steps_of(path.parent, path))]
+    return [RunCheckpoints(path.parent.name, path.parent, path, steps=steps_of(path.parent, path))]
 
 
 def query_index(query: Optional[int], reading: Reading, predictions: Predictions) -> int:
@@ -93,10 +97,18 @@ def query_index(query: Optional[int], reading: Reading, predictions: Predictions
     return query % tokens
 
 
-def read_run(run: RunEntry, config: AttendConfig) -> Report:
+def recurrent(run: RunCheckpoints) -> str:
+    """'' for a run whose attention can be traced; for a recurrent one (model.mixer=gru, lstm), which a sweep may hold
+    beside attention runs, why it is skipped."""
+    mixer = load(run.checkpoint).model.config.mixer
+    if mixer is Mixer.attention:
+        return ""
+    return f"{run.name}: a recurrent run (model.mixer={mixer.value}) has no attention weights to trace"
+
+
+def read_run(run: RunCheckpoints, config: AttendConfig) -> Report:
     """The run at the chosen step, read for the query; a setting it cannot take is a one-line error."""
-    path = run.checkpoint if config.step is None else checkpoint_at(run, config.step)
-    checkpoint = load(path)
+    path, checkpoint = load_at(run, config.step)
     if problem := layer_problem(config.layer, checkpoint.model.config.n_layer):
         raise ConfigError(problem)
     reading = read(checkpoint, config.text)
@@ -193,7 +205,8 @@ def prediction_text(read_run: Report, temperature: float, layer: int) -> str:
     if found is None:
         lines.append(words.no_counterfactual)
         return "\n".join(lines)
-    looks = ", ".join(f"{LOOKS[kind]} {probability(getattr(found, kind))}" for kind in COUNTERFACTUALS)
+    named = LOOKS | {"masked": words.masked}
+    looks = ", ".join(f"{named[kind]} {probability(getattr(found, kind))}" for kind in COUNTERFACTUALS)
     trained = probability(found.trained)
     lines.append(f"what the look contributes, p({found.target!r}) at layer {layer}: as trained {trained}, {looks}")
     lines.append(found.words)
@@ -261,7 +274,7 @@ def loss_scale(readings: list[Report]) -> float:
     return max([1.0, *uniform, *highest])
 
 
-def png_path(out: Optional[str], run: RunEntry, layer: int, several: bool) -> Path:
+def png_path(out: Optional[str], run: RunCheckpoints, layer: int, several: bool) -> Path:
     name = "attention.png" if layer == 0 else f"attention_{layer}.png"
     if out is None:
         return run.run_dir / name
@@ -299,11 +312,16 @@ def main(cfg: DictConfig) -> None:
         check_settings(config)
         runs = runs_of(config.ckpt)
         # Every run is read before anything is printed: a setting one of them cannot take stops all, in one line.
-        readings = {run.name: read_run(run, config) for run in runs if run.checkpoint}
+        skipped = {run.name: reason for run in runs if run.checkpoint and (reason := recurrent(run))}
+        readings = {run.name: read_run(run, config) for run in runs if run.checkpoint and run.name not in skipped}
+        if skipped and not readings:
+            raise ConfigError(f"ckpt={config.ckpt}: no run to trace; {'; '.join(skipped.values())}")
         scale = loss_scale(list(readings.values()))
         for run in runs:
             if run.name in readings:
-                report(readings[run.name], config, scale, len(readings) > 1)
+                report(readings[run.name], config, scale, len(readings) + len(skipped) > 1)
+            elif run.name in skipped:
+                print(f"== skipped {skipped[run.name]}\n")
             else:
                 header = f"== {run.name}" + (f"  ({run.label})" if run.label else "")
                 print(f"{header}\n{run.problem or 'no checkpoint (best.pt or last.pt) yet'}\n")

@@ -14,6 +14,9 @@ Every directory under the given ones that holds an events file is a run. A damag
 leave) gets one warning line: an unreadable one is skipped, a truncated one read up to the cut.
 """
 
+import trainer.startup  # noqa: F401 (first of all: a Ctrl-C while torch loads ends in one line, trainer/startup.py)
+
+# isort: split
 import argparse
 import logging
 import os

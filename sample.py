@@ -5,6 +5,9 @@ python sample.py ckpt=outputs/DATE/TIME/best.pt prompt="ROMEO:" num_samples=3 ma
     top_k=40
 """
 
+import trainer.startup  # noqa: F401 (first of all: a Ctrl-C while torch loads ends in one line, trainer/startup.py)
+
+# isort: split
 import sys
 from dataclasses import dataclass
 from pathlib import Path

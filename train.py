@@ -37,6 +37,7 @@ from trainer.run_dir import (
     clear_unfinished_attempt,
     record_branch,
     register_resolvers,
+    removed_if_refused,
     resume_dir,
 )
 from trainer.schedule import Schedule
@@ -125,7 +126,7 @@ def evaluate(run: TrainingRun, recorder: Recorder | NullRecorder, checkpointer: 
 
 @hydra.main(version_base="1.3", config_path=str(Path(__file__).parent / "configs"), config_name="train")
 def main(cfg: DictConfig) -> float:
-    with one_line_errors():
+    with one_line_errors(), removed_if_refused():  # a start refused before it trains leaves nothing behind
         # Every value is checked before any work starts; a resumed run takes its settings from its checkpoint.
         checkpoint, run_dir = None, Path(HydraConfig.get().runtime.output_dir)
         if path := checkpoint_to_resume(cfg.trainer.resume, run_dir):

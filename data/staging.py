@@ -2,17 +2,19 @@
 process that builds there. A build stopped by a signal removes its own; one killed outright (SIGKILL, a power cut, a
 cluster's hard preemption) cannot, so every build first removes the staging directories whose lock nobody holds.
 
-The lock is a file in the directory, flock'ed: the OS releases it when the process ends, however it ends. A staging
+The lock is a file in the directory, filelock's (an flock on Unix): the OS releases it when the process ends, however it
+ends. A staging
 directory gets the name the sweep looks for only once its lock is held, so a sweep never takes a build that has just
 begun for an abandoned one.
 """
 
-import fcntl
 import os
 import shutil
 import uuid
 from pathlib import Path
 from typing import Optional
+
+from filelock import FileLock, Timeout
 
 LOCK = ".lock"
 BUILDING = "building"  # .KEY.HEX.building: a staging directory; .KEY.HEX.new before its lock is held
@@ -26,18 +28,15 @@ class Staging:
     def __init__(self, entry: Path):
         self.entry = entry
         self.path: Optional[Path] = None
-        self.lock: Optional[int] = None
+        self.lock: Optional[FileLock] = None
 
     def __enter__(self) -> "Staging":
         name = f".{self.entry.name}.{uuid.uuid4().hex}"  # a name no other process uses
         born = self.entry.parent / f"{name}.new"
         born.mkdir(parents=True)
         self.path = born
-        self.lock = os.open(born / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(self.lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:  # a file system without locks: no sweep can then take it for abandoned either
-            pass
+        self.lock = FileLock(born / LOCK)
+        self.lock.acquire(blocking=False)  # the directory is new: nobody else holds it
         self.path = born.rename(self.entry.parent / f"{name}.{BUILDING}")
         return self
 
@@ -52,7 +51,7 @@ class Staging:
             if self.path:
                 remove(self.path)
         finally:
-            os.close(self.lock)
+            self.lock.release()
 
 
 def remove(staging: Path) -> None:
@@ -90,16 +89,12 @@ def remove_abandoned(root: Path) -> list[Path]:
 def abandoned(staging: Path) -> bool:
     """Whether nobody holds the staging directory's lock. One without a lock file is the rest of a removal
     stopped half-way (the lock goes last); one whose lock cannot be tried is left alone."""
-    try:
-        lock = os.open(staging / LOCK, os.O_RDWR)
-    except FileNotFoundError:
+    if not (staging / LOCK).is_file():
         return True
-    except OSError:
-        return False
+    lock = FileLock(staging / LOCK)
     try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return True
-    except OSError:  # BlockingIOError: a living build holds it
+        lock.acquire(blocking=False)
+    except (Timeout, OSError):  # a living build holds it, or it cannot be tried
         return False
-    finally:
-        os.close(lock)
+    lock.release()
+    return True

@@ -27,6 +27,7 @@ from data.errors import DataError
 
 UNKNOWN = "[UNK]"  # a character that never occurs in the training split
 CODE_POINTS = 0x110000  # every Unicode character
+ESCAPED_BYTES = (0xDC80, 0xDCFF)  # the surrogates Python decodes bytes 0x80-0xFF of argv to when they are not UTF-8
 CHARS_PER_PART = 1 << 16  # characters looked up at once by the character tokenizer (small parts: fast, little memory)
 PIECE_CHARS = 1 << 14  # the longest piece byte-level BPE encodes at once
 PIECES_PER_BATCH = 16  # `tokenizers` encodes the pieces of a batch in parallel; their encodings take ~80 B a token
@@ -97,7 +98,10 @@ def encode_chunks(tokenizer: Tokenizer, chunks: Iterable[str]) -> Iterator[np.nd
 
 def encode_known(tokenizer: Tokenizer, text: str, setting: str) -> list[int]:
     """The token ids of a text a person typed (a prompt, a text to trace). Characters the character tokenizer never
-    saw in training would silently become [UNK]; they are refused instead, naming `setting` (BPE encodes any text)."""
+    saw in training would silently become [UNK]; they are refused instead, naming `setting` (BPE encodes any text),
+    and so is text that is not valid Unicode (not_unicode)."""
+    if problem := not_unicode(text, setting):
+        raise DataError(problem)
     encoding = tokenizer.encode(text)
     unknown_id = tokenizer.token_to_id(UNKNOWN)
     unknown = sorted(
@@ -106,6 +110,22 @@ def encode_known(tokenizer: Tokenizer, text: str, setting: str) -> list[int]:
     if unknown:
         raise DataError(f"{setting}: {', '.join(map(repr, unknown))} never occurred in this model's training text")
     return encoding.ids
+
+
+def not_unicode(text: str, setting: str) -> str:
+    """'' for text that is valid Unicode, else one line naming `setting` and the first character that is not: a lone
+    surrogate (JSON's "\\ud800", half of a UTF-16 pair), or a byte of the command line that is not UTF-8, which
+    Python keeps as a surrogate too (U+DC80 to U+DCFF: 0xE9 typed in a Latin-1 terminal, under LC_ALL=C)."""
+    try:
+        text.encode("utf-8")
+        return ""
+    except UnicodeEncodeError as error:
+        at, code = error.start, ord(text[error.start])
+    if ESCAPED_BYTES[0] <= code <= ESCAPED_BYTES[1]:
+        what = f"the byte 0x{code - 0xDC00:02x}, which is not UTF-8"
+    else:
+        what = f"U+{code:04X}, a lone surrogate (half of a UTF-16 pair)"
+    return f"{setting}: not valid Unicode: character {at} (counting from 0) is {what}; give the text as UTF-8"
 
 
 def parts(chunks: Iterable[str]) -> Iterator[str]:

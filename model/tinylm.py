@@ -180,10 +180,14 @@ class Uninitialised(TorchFunctionMode):
 
 def parameters_of(config: ModelConfig) -> int:
     """The parameters of a TinyLM with these settings, counted on the meta device (no memory): one layer built
-    whole, the others as many times one block, so a huge n_layer costs no time either."""
+    whole, the others as many times one block, so a huge n_layer costs no time either. OverflowError for a size
+    no tensor can have."""
     with torch.device("meta"), Uninitialised():
-        one_layer = sum(p.numel() for p in TinyLM(replace(config, n_layer=1)).parameters())
-        block = sum(p.numel() for p in Block(config).parameters())
+        try:
+            one_layer = sum(p.numel() for p in TinyLM(replace(config, n_layer=1)).parameters())
+            block = sum(p.numel() for p in Block(config).parameters())
+        except (RuntimeError, TypeError) as error:  # a tensor past 2**63 bytes: torch cannot even describe it
+            raise OverflowError(str(error)) from None
     return one_layer + (config.n_layer - 1) * block
 
 

@@ -11,7 +11,7 @@ from matplotlib.ticker import NullLocator
 
 from summary.figures import add_legend, seeds_note
 from summary.looks import LegendEntries, Look, encode
-from summary.runs import Run, SummaryError, is_number, shared_overrides, swept_keys
+from summary.runs import RunCurves, SummaryError, is_number, shared_of, swept_keys
 from summary.seeds import Configuration, unfinished_runs
 from trainer.tags import FINAL_TAGS
 
@@ -24,10 +24,10 @@ MARKED = 8  # up to this many values (a grid) each gets its tick; more (a search
 @dataclass
 class SweepLine:
     look: Look
-    runs: list[Run]  # in the order of the plotted key's value
+    runs: list[RunCurves]  # in the order of the plotted key's value
 
 
-def keys_to_plot_against(runs: list[Run], x: str | None) -> list[str]:
+def keys_to_plot_against(runs: list[RunCurves], x: str | None) -> list[str]:
     """[x] once checked; without x, every swept number with AUTOMATIC values or more."""
     numbers = [key for key in swept_keys(runs) if all(is_number(run.settings.get(key)) for run in runs)]
     if x is None:
@@ -38,14 +38,14 @@ def keys_to_plot_against(runs: list[Run], x: str | None) -> list[str]:
     return [x]
 
 
-def values_of(runs: list[Run], key: str) -> list[float]:
+def values_of(runs: list[RunCurves], key: str) -> list[float]:
     return sorted({run.settings[key] for run in runs})
 
 
-def sweep_lines(runs: list[Run], key: str) -> tuple[list[SweepLine], LegendEntries]:
+def sweep_lines(runs: list[RunCurves], key: str) -> tuple[list[SweepLine], LegendEntries]:
     """One line per value of the other swept keys, through its runs in the order of `key`; and their legend."""
     others = [other for other in swept_keys(runs) if other != key]
-    groups: dict[str, list[Run]] = {}
+    groups: dict[str, list[RunCurves]] = {}
     for run in sorted(runs, key=lambda run: run.settings[key]):
         groups.setdefault(repr([run.settings.get(other) for other in others]), []).append(run)
     if not others:  # a single line: nothing to tell apart
@@ -54,7 +54,7 @@ def sweep_lines(runs: list[Run], key: str) -> tuple[list[SweepLine], LegendEntri
     return [SweepLine(look, group) for look, group in zip(encoding.looks, groups.values())], encoding.legend
 
 
-def logged_tags(runs: list[Run] | list[Configuration]) -> list[str]:
+def logged_tags(runs: list[RunCurves] | list[Configuration]) -> list[str]:
     """The FINAL_TAGS with a final value in at least one run (an unfinished one's counts: it is drawn)."""
     every = [*runs, *unfinished_runs(runs)]
     return [tag for tag in FINAL_TAGS if any(item.final(tag) is not None for item in every)]
@@ -83,7 +83,7 @@ def draw_line(axes, line, tag: str, key: str) -> None:
         axes.plot(*zip(*stopped), "o", color=line.look.color, markerfacecolor="white", markersize=6)
 
 
-def plot_against(runs: list[Run] | list[Configuration], key: str, path: Path) -> None:
+def plot_against(runs: list[RunCurves] | list[Configuration], key: str, path: Path) -> None:
     """Each final value (FINAL_TAGS) some run logged in a panel of its own, against `key`; the last cell holds the
     legend. A tag no run logged (val/loss_far outside data=copy) gets no panel: an empty one would read as a fault."""
     lines, legend = sweep_lines(runs, key)
@@ -113,6 +113,6 @@ def plot_against(runs: list[Run] | list[Configuration], key: str, path: Path) ->
     if legend:
         add_legend(cells[len(tags)], legend, loc="upper left")
     note = " (open markers: runs that stopped before trainer.max_steps)" if unfinished_runs(runs) else ""
-    shared = textwrap.fill(" ".join(shared_overrides(runs)), 160)
+    shared = textwrap.fill(" ".join(shared_of(runs)), 160)
     figure.suptitle(f"final values against {key}{note}\n{shared}{seeds}".strip(), fontsize="small")
     figure.savefig(path, dpi=80)

@@ -16,14 +16,16 @@ from matplotlib.lines import Line2D
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from summary.looks import NEUTRAL, LegendEntries, Look, encode
-from summary.runs import Run, SummaryError, shared_overrides, swept_keys
+from summary.runs import RunCurves, SummaryError, shared_of, swept_keys
 from summary.seeds import SEED, Configuration, unfinished_runs
+from task import TASKS
+from trainer.tags import loss_tag
 
 MASK = "model.causal"  # where swept, it gives the line style: unmasked dashed beside its dotted forced-mask line
-FORCED_MASK = Look(NEUTRAL, ":", "x")  # val/loss_causal of an unmasked run: dotted, with x markers, in its colour
+FORCED_MASK = Look(NEUTRAL, ":", "x")  # a leaking run's honest loss (val/loss_causal): dotted, x markers, its colour
 
 
-def plot_curves(runs: list[Run] | list[Configuration], path: Path) -> None:
+def plot_curves(runs: list[RunCurves] | list[Configuration], path: Path) -> None:
     """val/loss (and val/loss_causal where it differs: unmasked runs) and attn/entropy of every run, by step; or of
     every configuration of seeds: its mean, inside the band from its lowest to its highest seed. Where no run logs
     attn/entropy (recurrent models), its panel is left out."""
@@ -31,34 +33,34 @@ def plot_curves(runs: list[Run] | list[Configuration], path: Path) -> None:
     with_entropy = any(run.curves.get("attn/entropy") for run in runs)
     figure = Figure(figsize=(11 if with_entropy else 6.5, 4), layout="constrained")
     losses, *rest = figure.subplots(1, 1 + with_entropy, squeeze=False)[0]
-    leaky = [run for run in runs if reads_the_future(run)]
+    honest = {run.name: tag for run in runs if (tag := honest_tag(run))}
     for run, look in zip(runs, encoding.looks):
         draw(losses, run.curves.get("val/loss"), look, run.band("val/loss"))
         for entropy in rest:
             draw(entropy, run.curves.get("attn/entropy"), look, run.band("attn/entropy"))
-        if run in leaky:
+        if run.name in honest:
             forced = Look(look.color, FORCED_MASK.linestyle, FORCED_MASK.marker)
-            draw(losses, run.curves["val/loss_causal"], forced, run.band("val/loss_causal"))
-    later = [
-        value for run in runs for tag in ("val/loss", "val/loss_causal") for _, value in run.curves.get(tag, [])[1:]
-    ]
+            draw(losses, run.curves[honest[run.name]], forced, run.band(honest[run.name]))
+    tags = ["val/loss", *dict.fromkeys(honest.values())]
+    later = [value for run in runs for tag in tags for _, value in run.curves.get(tag, [])[1:]]
     if later:  # the first evaluation's loss, about ln(vocabulary size), would flatten every later difference
         losses.set_ylim(top=1.05 * max(later))
-    forced = " · dotted ×: val/loss_causal, the mask forced on" if leaky else ""
-    losses.set(title=f"val/loss{forced}", xlabel="step", ylabel="nats per token")
+    meaning = {loss_tag(task.honest): task.curves[task.honest].meaning for task in TASKS.values()}
+    forced = "".join(f" · dotted ×: {tag}, {meaning[tag]}" for tag in tags[1:])
+    losses.set(title=textwrap.fill(f"val/loss{forced}", 60), xlabel="step", ylabel="nats per token")
     for entropy in rest:
         entropy.set(title="attn/entropy: mean over queries", xlabel="step", ylabel="nats")
     if not losses.has_data():
         losses.text(0.5, 0.5, "not logged", ha="center", va="center", transform=losses.transAxes)
-    legend = encoding.legend + ([("val/loss_causal", FORCED_MASK)] if leaky else [])
+    legend = encoding.legend + [(tag, FORCED_MASK) for tag in tags[1:]]
     add_legend(figure, legend, loc="outside right upper")
-    title = textwrap.fill(" ".join(shared_overrides(runs)), 70) + seeds_note(runs)
+    title = textwrap.fill(" ".join(shared_of(runs)), 70) + seeds_note(runs)
     if title:
         figure.suptitle(title.strip(), fontsize="small")  # clear of the legend
     figure.savefig(path, dpi=80)
 
 
-def seeds_note(items: list[Run] | list[Configuration]) -> str:
+def seeds_note(items: list[RunCurves] | list[Configuration]) -> str:
     """What the lines of configurations of seeds are, and which runs they leave out."""
     if not items or not isinstance(items[0], Configuration):
         return ""
@@ -69,10 +71,12 @@ def seeds_note(items: list[Run] | list[Configuration]) -> str:
     return f"\nlines: the mean over {n} seeds; bands: from the lowest to the highest seed{unfinished}"
 
 
-def reads_the_future(run: Run) -> bool:
-    """Whether forcing the mask on changed its loss: an unmasked run (a masked one logs the same value twice)."""
-    forced = run.curves.get("val/loss_causal")
-    return bool(forced) and forced != run.curves.get("val/loss")
+def honest_tag(item: RunCurves | Configuration) -> str | None:
+    """The tag of the run's loss with its targets hidden (its task's honest curve) where it differs from val/loss:
+    the run's input showed it its targets, the leak; None where it did not (the two are the same values)."""
+    tag = loss_tag(TASKS[item.task].honest)
+    hidden = item.curves.get(tag)
+    return tag if hidden and hidden != item.curves.get("val/loss") else None
 
 
 def draw(
@@ -120,7 +124,7 @@ class Mark:
     label: str
 
 
-def add_differences(runs: list[Run], specs: list[str]) -> None:
+def add_differences(runs: list[RunCurves], specs: list[str]) -> None:
     """Each spec's curve in every run's curves: a tag as logged, or A-B, the difference of two logged tags at the
     steps both were logged at (val/loss_causal-val/loss: what reading the future gained). SummaryError for a spec
     that is neither."""
@@ -171,7 +175,7 @@ def chosen_panel(
 
 
 def plot_chosen(
-    items: list[Run] | list[Configuration],
+    items: list[RunCurves] | list[Configuration],
     specs: list[str],
     path: Path,
     marks: dict[str, list[Mark]] | None = None,
@@ -199,13 +203,13 @@ def plot_chosen(
         legend = legend + [(SEED, None)] + [(str(seed), Look(NEUTRAL, "none", marker_of[repr(seed)])) for seed in seeds]
     add_legend(figure, legend, loc="outside right upper")
     note = per_seed_note(items) if per_seed else seeds_note(items)
-    title = textwrap.fill(" ".join(shared_overrides(items)), 140) + note
+    title = textwrap.fill(" ".join(shared_of(items)), 140) + note
     if title:
         figure.suptitle(title.strip(), fontsize="small")
     figure.savefig(path, dpi=80)
 
 
-def seed_runs(item: Run | Configuration) -> list[Run]:
+def seed_runs(item: RunCurves | Configuration) -> list[RunCurves]:
     return item.runs if isinstance(item, Configuration) else [item]
 
 
@@ -229,7 +233,7 @@ def scale_y(axes: Axes, values: list[float]) -> None:
         axes.set_ylim(top=-linthresh)
 
 
-def per_seed_note(items: list[Run] | list[Configuration]) -> str:
+def per_seed_note(items: list[RunCurves] | list[Configuration]) -> str:
     if not items or not isinstance(items[0], Configuration):
         return ""
     left_out = len(unfinished_runs(items))

@@ -6,6 +6,9 @@ dashed; the others give the colour. Where no key is a switch, a key of two value
 colour and the second the style, unless a figure prefers a switch for the style (model.causal, whose unmasked runs
 get a third, dotted line). A lone such key gives both. A sweep with no such key has one line style, and its legend
 names none. Runs the keys cannot tell apart (no overrides, or the same ones twice) get a colour each instead.
+
+The colours are the ones TensorBoard's Custom Scalars gives runs, in the order they come: a leak sweep's masked run
+is orange in summary.png as it is in TensorBoard, its unmasked run blue.
 """
 
 from dataclasses import dataclass
@@ -14,9 +17,12 @@ from typing import Any
 import numpy as np
 from matplotlib import colormaps
 
-from summary.runs import Run, as_word, is_number
+from summary.runs import RunCurves, as_word, is_number
 
 LINESTYLES = {True: "-", False: "--"}
+# TensorBoard's run colours (tensorboard 2.21, tf_color_scale's default palette, Paul Tol's colour-blind-safe one),
+# which its Custom Scalars and other Polymer dashboards give the runs in the order they started, the 8th again orange.
+TENSORBOARD_COLOURS = ["#ff7043", "#0077bb", "#cc3311", "#33bbee", "#ee3377", "#009988", "#bbbbbb"]
 NEUTRAL = "0.35"  # the colour of the line-style entries in a legend: a style, not a run
 
 
@@ -36,7 +42,7 @@ class Encoding:
     legend: LegendEntries
 
 
-def encode(runs: list[Run], keys: list[str], style_first: str | None = None) -> Encoding:
+def encode(runs: list[RunCurves], keys: list[str], style_first: str | None = None) -> Encoding:
     """The look of each run, and the legend that decodes them, from the swept `keys` (see the module's doc)."""
     if not keys or len({repr([run.settings.get(key) for key in keys]) for run in runs}) < len(runs):
         colours = palette(len(runs))
@@ -47,11 +53,10 @@ def encode(runs: list[Run], keys: list[str], style_first: str | None = None) -> 
     styles = line_styles(runs, style_key)
     colour_keys = [key for key in keys if key != style_key] or keys
     colour_values = [tuple(run.settings.get(key) for key in colour_keys) for run in runs]
-    distinct = list({repr(values): values for values in colour_values}.values())  # in order of appearance
-    numbers = len(colour_keys) == 1 and all(is_number(values[0]) for values in distinct)
-    if numbers:
-        distinct.sort()
-    colour_of = {repr(values): colour for values, colour in zip(distinct, palette(len(distinct), numbers))}
+    distinct = list({repr(values): values for values in colour_values}.values())  # in the runs' order
+    colour_of = {repr(values): colour for values, colour in zip(distinct, palette(len(distinct)))}
+    if len(colour_keys) == 1 and all(is_number(values[0]) for values in distinct):
+        distinct.sort()  # the legend reads from the smallest value up
     looks = [
         Look(colour_of[repr(values)], styles.get(repr(run.settings.get(style_key)), "-"))
         for run, values in zip(runs, colour_values)
@@ -82,7 +87,7 @@ def word(value: Any) -> str:
     return "not set" if value is None else as_word(value)
 
 
-def style_key_of(runs: list[Run], keys: list[str], preferred: str | None) -> str | None:
+def style_key_of(runs: list[RunCurves], keys: list[str], preferred: str | None) -> str | None:
     """The key that gives the line style (see the module's doc); None where no key can."""
     switches = [key for key in keys if all(isinstance(run.settings.get(key), bool) for run in runs)]
     pairs = [key for key in keys if is_pair(runs, key)]
@@ -96,13 +101,13 @@ def style_key_of(runs: list[Run], keys: list[str], preferred: str | None) -> str
     return keys[1] if candidates == keys else candidates[0]
 
 
-def is_pair(runs: list[Run], key: str) -> bool:
+def is_pair(runs: list[RunCurves], key: str) -> bool:
     """Whether the runs give `key` two values, neither a number (attention, gru): two line styles tell them apart."""
     values = {repr(run.settings.get(key)): run.settings.get(key) for run in runs}
     return len(values) == 2 and not any(is_number(value) for value in values.values())
 
 
-def line_styles(runs: list[Run], key: str | None) -> dict[str, str]:
+def line_styles(runs: list[RunCurves], key: str | None) -> dict[str, str]:
     """repr(value) -> its line style: a switch's true solid and false dashed, else the first value seen solid."""
     if key is None:
         return {}
@@ -112,11 +117,9 @@ def line_styles(runs: list[Run], key: str | None) -> dict[str, str]:
     return {repr(value): style for value, style in zip(values, LINESTYLES.values())}
 
 
-def palette(count: int, ordered: bool = False) -> list:
-    """`count` colours that differ. Ordered (a number's values): dark to light along viridis, its yellow end left
-    out, which is hard to see on white. Otherwise tab10's while they last, then a sequence along turbo."""
-    if ordered:
-        return list(colormaps["viridis"](np.linspace(0, 0.85, count)))
-    if count <= 10:
-        return [f"C{index}" for index in range(count)]
+def palette(count: int) -> list:
+    """`count` colours that differ: TensorBoard's, in its order, while they last (it would repeat them, which a
+    figure's legend cannot); then a sequence along turbo."""
+    if count <= len(TENSORBOARD_COLOURS):
+        return TENSORBOARD_COLOURS[:count]
     return list(colormaps["turbo"](np.linspace(0.05, 0.95, count)))

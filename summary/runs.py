@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from summary.events import Damage, damage
-from trainer.overrides import override_values, read_overrides
+from trainer.overrides import override_values, read_overrides, shared_overrides
 from viewer.walk import EVENTS_FILES, natural_key, walk_runs
 
 log = logging.getLogger(__name__)
@@ -22,13 +22,14 @@ class SummaryError(Exception):
 
 
 @dataclass
-class Run:
+class RunCurves:
     name: str  # its directory relative to the runs' common parent: the name TensorBoard gives it
     overrides: list[str]  # Hydra's overrides of the job ([] for a run Hydra did not start)
     curves: dict[str, list[tuple[int, float]]]  # scalar tag -> (step, value) in step order
     wall_s: float  # from its first to its last TensorBoard event
     max_steps: int | None = None  # trainer.max_steps in its Hydra config; None for a run Hydra did not start
     truncated: bool = False  # an events file of it ends mid-record (a crash while writing): the rest is lost
+    task: str = "next_token"  # what it was trained to predict (task.name)
 
     def final(self, tag: str) -> float | None:
         """The tag's last value; None where the run never logged it (an empty cell in the table)."""
@@ -71,7 +72,7 @@ def find_runs(paths: list[Path]) -> list[Path]:
     return sorted(runs, key=natural_key)
 
 
-def read_run(run_dir: Path, root: Path) -> Run | None:
+def read_run(run_dir: Path, root: Path) -> RunCurves | None:
     """The run in `run_dir`; None where none of its events files reads. Each damaged file gets one warning."""
     damages = {path: damage(path) for path in sorted(run_dir.glob(EVENTS_FILES))}
     for path, found in damages.items():
@@ -88,18 +89,21 @@ def read_run(run_dir: Path, root: Path) -> Run | None:
     overrides = read_overrides(run_dir)
     wall_s = max(wall_times, default=started) - started
     truncated = Damage.truncated in damages.values()
-    return Run(str(run_dir.relative_to(root)), overrides, curves, wall_s, max_steps(run_dir), truncated)
+    task = hydra_setting(run_dir, "task.name") or "next_token"  # a run from before tasks predicted the next token
+    name = str(run_dir.relative_to(root))
+    return RunCurves(name, overrides, curves, wall_s, hydra_setting(run_dir, "trainer.max_steps"), truncated, task)
 
 
-def max_steps(run_dir: Path) -> int | None:
-    """trainer.max_steps in the run's Hydra config: its last resume's (trainer.resume) where it was resumed."""
+def hydra_setting(run_dir: Path, key: str) -> Any:
+    """A setting in the run's Hydra config: its last resume's (trainer.resume) where it was resumed; None for a run
+    Hydra did not start, or a key its config lacks."""
     hydra_dir = run_dir / ".hydra"
     configs = [hydra_dir / "config.yaml", *sorted(hydra_dir.glob("resume-*/config.yaml"))]  # resume-DATE_TIME
     found = [path for path in configs if path.exists()]
-    return OmegaConf.select(OmegaConf.load(found[-1]), "trainer.max_steps") if found else None
+    return OmegaConf.select(OmegaConf.load(found[-1]), key) if found else None
 
 
-def read_runs(paths: list[Path]) -> list[Run]:
+def read_runs(paths: list[Path]) -> list[RunCurves]:
     run_dirs = find_runs(paths)
     root = Path(os.path.commonpath(run_dirs))
     if root in run_dirs:  # a single run, or runs nested in one: name them from one level up
@@ -110,16 +114,12 @@ def read_runs(paths: list[Path]) -> list[Run]:
     return runs
 
 
-def shared_overrides(runs: list[Run]) -> list[str]:
-    """The overrides every run has (a sweep's fixed ones, its +experiment): said once, not in every row or label."""
-    return [override for override in runs[0].overrides if all(override in run.overrides for run in runs)]
+def shared_of(runs: list[RunCurves]) -> list[str]:
+    """The overrides every run has (trainer/overrides.py's shared_overrides)."""
+    return shared_overrides([run.overrides for run in runs])
 
 
-def distinct_overrides(run: Run, shared: list[str]) -> str:
-    return " ".join(override for override in run.overrides if override not in shared)
-
-
-def swept_keys(runs: list[Run]) -> list[str]:
+def swept_keys(runs: list[RunCurves]) -> list[str]:
     """The keys whose value is not the same in every run, in the order the overrides name them."""
     keys = dict.fromkeys(key for run in runs for key in run.settings)
     return [key for key in keys if len({repr(run.settings.get(key)) for run in runs}) > 1]  # repr: lists too

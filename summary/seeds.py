@@ -9,7 +9,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from summary.runs import Run, as_word, swept_keys
+from summary.runs import RunCurves, as_word, swept_keys
 
 SEED = "trainer.seed"
 
@@ -30,11 +30,11 @@ class Spread:
 class Configuration:
     """The seeds of one configuration: `runs` are averaged, `unfinished` ones only counted and listed."""
 
-    runs: list[Run]
-    unfinished: list[Run]
+    runs: list[RunCurves]
+    unfinished: list[RunCurves]
 
     @property
-    def every_run(self) -> list[Run]:
+    def every_run(self) -> list[RunCurves]:
         return self.runs + self.unfinished
 
     @property
@@ -44,6 +44,10 @@ class Configuration:
     @property
     def settings(self) -> dict[str, Any]:
         return {key: value for key, value in self.every_run[0].settings.items() if key != SEED}
+
+    @property
+    def task(self) -> str:
+        return self.every_run[0].task
 
     @property
     def name(self) -> str:
@@ -95,25 +99,25 @@ class Configuration:
         return points
 
 
-def sweeps_seeds(runs: list[Run]) -> bool:
+def sweeps_seeds(runs: list[RunCurves]) -> bool:
     return SEED in swept_keys(runs)
 
 
-def by_configuration(runs: list[Run]) -> list[Configuration]:
+def by_configuration(runs: list[RunCurves]) -> list[Configuration]:
     """The runs grouped by everything but their seed, in the order of each configuration's first run."""
-    groups: dict[str, list[Run]] = {}
+    groups: dict[str, list[RunCurves]] = {}
     for run in runs:
         others = sorted((key, value) for key, value in run.settings.items() if key != SEED)
         groups.setdefault(repr(others), []).append(run)
     return [Configuration(*finished_and_not(group)) for group in groups.values()]
 
 
-def finished_and_not(runs: list[Run]) -> tuple[list[Run], list[Run]]:
+def finished_and_not(runs: list[RunCurves]) -> tuple[list[RunCurves], list[RunCurves]]:
     """The runs that reached trainer.max_steps (or cannot say), and those that stopped before it."""
     return [run for run in runs if run.finished is not False], [run for run in runs if run.finished is False]
 
 
-def unfinished_runs(items: list[Run] | list[Configuration]) -> list[Run]:
+def unfinished_runs(items: list[RunCurves] | list[Configuration]) -> list[RunCurves]:
     """The runs among `items` that stopped before trainer.max_steps, the configurations' left-out seeds included."""
     if items and isinstance(items[0], Configuration):
         return [run for configuration in items for run in configuration.unfinished]

@@ -3,8 +3,9 @@
 import csv
 from pathlib import Path
 
-from summary.runs import Run, as_word, distinct_overrides, shared_overrides
+from summary.runs import RunCurves, as_word, shared_of
 from summary.seeds import SEED, Configuration
+from trainer.overrides import distinct_overrides
 from trainer.tags import FINAL_TAGS
 
 # After the final values: how far each run got. finished: whether its last loss is at trainer.max_steps (empty where
@@ -18,7 +19,7 @@ UNFINISHED = (
 TRUNCATED = "Their values are the last readable ones."
 
 
-def write_csv(runs: list[Run], path: Path) -> None:
+def write_csv(runs: list[RunCurves], path: Path) -> None:
     with path.open("w", newline="") as file:
         writer = csv.writer(file)
         writer.writerow(["run", "overrides", *FINAL_TAGS, "wall_s", *PROGRESS])
@@ -28,8 +29,8 @@ def write_csv(runs: list[Run], path: Path) -> None:
             writer.writerow([run.name, " ".join(run.overrides), *finals, round(run.wall_s, 1), *progress])
 
 
-def markdown_table(runs: list[Run]) -> str:
-    shared = shared_overrides(runs)
+def markdown_table(runs: list[RunCurves]) -> str:
+    shared = shared_of(runs)
     lines = [
         (
             f"Overrides of every run: {' '.join(f'`{o}`' for o in shared) or 'none'}. Final values, losses in nats "
@@ -43,7 +44,8 @@ def markdown_table(runs: list[Run]) -> str:
         finals = ["" if value is None else f"{value:.3f}" for value in map(run.final, FINAL_TAGS)]
         steps = "/".join(as_word(value) for value in (run.last_step, run.max_steps) if value is not None)
         finished = {True: "yes", False: "**no**", None: ""}[run.finished]
-        lines.append(row([run.name, distinct_overrides(run, shared), *finals, f"{run.wall_s:.0f}", steps, finished]))
+        distinct = " ".join(distinct_overrides(run.overrides, shared))
+        lines.append(row([run.name, distinct, *finals, f"{run.wall_s:.0f}", steps, finished]))
     return "\n".join(lines + notes(runs)) + "\n"
 
 
@@ -57,7 +59,7 @@ def header(columns: list[str]) -> list[str]:
     return [row(columns), "|---" * len(columns) + "|"]
 
 
-def notes(runs: list[Run]) -> list[str]:
+def notes(runs: list[RunCurves]) -> list[str]:
     """Under the table: the runs whose values are not what they would have been, and why."""
     lines = []
     unfinished = [run for run in runs if run.finished is False]
@@ -88,9 +90,9 @@ def write_seeds_csv(configurations: list[Configuration], path: Path) -> None:
             writer.writerow([overrides, *cells, len(configuration.runs), configuration.seeds, unfinished, wall_s])
 
 
-def seeds_table(configurations: list[Configuration], runs: list[Run]) -> str:
+def seeds_table(configurations: list[Configuration], runs: list[RunCurves]) -> str:
     """Mean ± sd over the seeds per configuration, then every run as markdown_table shows it."""
-    shared = shared_overrides(configurations)
+    shared = shared_of(configurations)
     lines = [
         (
             f"Overrides of every run: {' '.join(f'`{o}`' for o in shared) or 'none'}. "

@@ -80,6 +80,7 @@ class Words:
     target: str  # what a position is asked to predict: "next token"
     missing: str  # a position with none: "the text ends here"
     no_counterfactual: str  # why a query has no counterfactual
+    masked: str  # the look with the query's right side hidden, in a few words: "future masked"
     hiding: str  # hiding the right side from a query, for a model that reads it: "masking the future"
     read: str  # hiding it takes the target's probability far down
     partly: str  # takes part of it

@@ -51,9 +51,8 @@ def one_blank_loss(evaluation: Evaluation) -> float:
     batches = []
     for x, y in evaluation.batches:
         window = torch.where(y != IGNORE, y, x)  # the text as it was, every blank filled back in
-        where = torch.randint(window.size(1), (window.size(0), 1), generator=generator).to(window.device)
-        chosen = torch.zeros_like(window, dtype=torch.bool).scatter(1, where, True)
-        batches.append(Batch(window.masked_fill(chosen, task.blank), window.masked_fill(~chosen, IGNORE)))
+        where = torch.randint(window.size(1), (window.size(0),), generator=generator).to(window.device)
+        batches.append(task.blanked_alone(window, where))
     return batches_loss(evaluation.model, batches)
 
 
@@ -63,11 +62,12 @@ class FillBlank(Task):
     honest = "val_hidden"
     continues_text = False
     settings = ("blank_share", "hide")
-    too_short = "no blank to fill: mark the missing tokens with _ (a literal _ is \\_)"
+    too_short = "every token is a blank: give some text around the blanks (a literal _ is \\_)"
     words = Words(
         "hidden token",
         "a blank typed as _: the text does not say which token it hides",
         "what the look contributes is shown for a blank: point at one, or hide this token",
+        "right side hidden",
         "hiding the right side",
         "the blank was filled from both sides",
         "the right side filled part of it",
@@ -97,6 +97,7 @@ class FillBlank(Task):
     def reads_with(self, tokenizer: Tokenizer) -> Tokenizer:
         reading = Tokenizer.from_str(tokenizer.to_str())  # the cached tokenizer stays the text's own
         reading.add_special_tokens([AddedToken(BLANK, special=True)])  # none if a checkpoint's has it already
+        reading.encode_special_tokens = True  # a person's text is read as it is: typing a token's name gives no token
         return reading
 
     @property
@@ -112,6 +113,11 @@ class FillBlank(Task):
         chosen = torch.zeros(windows.shape, dtype=torch.bool).scatter(1, order[:, :count], True).to(windows.device)
         inputs = windows.masked_fill(chosen, self.blank) if self.settings.hide else windows
         return Batch(inputs, windows.masked_fill(~chosen, IGNORE))
+
+    def blanked_alone(self, windows: Tensor, where: Tensor) -> Batch:
+        """Each window with the token at `where` (one position a window) blanked and scored alone."""
+        chosen = torch.zeros_like(windows, dtype=torch.bool).scatter(1, where[:, None], True)
+        return Batch(windows.masked_fill(chosen, self.blank), windows.masked_fill(~chosen, IGNORE))
 
     def sees_targets(self, config: "ModelConfig") -> bool:
         return not self.settings.hide

@@ -47,6 +47,7 @@ class NextToken(Task):
         "next token",
         "the text ends here",
         "what the look contributes needs the next token: the text has none after this query",
+        "future masked",
         "masking the future",
         "the prediction was read, not inferred",
         "part of the prediction was read, part inferred",

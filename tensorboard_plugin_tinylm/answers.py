@@ -11,7 +11,7 @@ from task.fill_blank import MARKER
 from trainer.checkpoint import CheckpointError
 from trainer.config import ConfigError
 from trainer.diagnostics import token_labels
-from viewer.checkpoints import Checkpoint, load
+from viewer.checkpoints import Checkpoint
 from viewer.generation import TEMPERATURES, blanks_problem, seed_problem, temperature_problem, write
 from viewer.predictions import COUNTERFACTUALS, Counterfactual, Predictions, Strip, predict
 from viewer.readings import (
@@ -24,7 +24,7 @@ from viewer.readings import (
     row_statistics,
     verdict,
 )
-from viewer.runs import RunEntry, checkpoint_at, list_runs, run_entry
+from viewer.runs import RunCheckpoints, list_runs, load_at, run_checkpoints
 
 DIGITS = 7  # decimals sent: far below what a person reads, and the numbers equal the reference path's to 1e-6
 MAX_GENERATE = 500  # tokens /generate writes at most: a paragraph, in seconds on a default model
@@ -32,7 +32,12 @@ SEED = 1337  # sample.py's default
 
 
 class BadRequest(Exception):
-    """A request the tab cannot answer; the message is the one line the panel shows."""
+    """A request the tab cannot answer; the message is the one line the panel shows, `fields` what else the page
+    needs to go on (a run's steps kept now)."""
+
+    def __init__(self, message: str, **fields):
+        super().__init__(message)
+        self.fields = fields
 
 
 def runs(logdir: Path | None) -> dict:
@@ -173,22 +178,25 @@ def fields(request: object, names: str) -> dict:
     return request
 
 
-def run_at(logdir: Path, request: dict) -> tuple[RunEntry, Checkpoint, Path]:
+def run_at(logdir: Path, request: dict) -> tuple[RunCheckpoints, Checkpoint, Path]:
     """The run the request names, at its step (null: the default checkpoint), loaded."""
     run, step = request.get("run"), request.get("step")
-    run_dir = (logdir / run).resolve() if isinstance(run, str) and run else None
+    try:
+        run_dir = (logdir / run).resolve() if isinstance(run, str) and run else None
+    except ValueError:  # a NUL, a lone surrogate: no file has such a name
+        run_dir = None
     if run_dir is None or not run_dir.is_relative_to(logdir.resolve()) or not run_dir.is_dir():
         raise BadRequest(f"run {run!r}: no such run under the logdir {logdir}")
     if step is not None and (not isinstance(step, int) or isinstance(step, bool)):
         raise BadRequest(f"step={step!r}: must be a whole number, or null for the run's default checkpoint")
-    entry = run_entry(run_dir, run, named=lambda path, run_dir: path.relative_to(run_dir).as_posix())
+    entry = run_checkpoints(run_dir, run, named=lambda path, run_dir: path.relative_to(run_dir).as_posix())
     if step is None and entry.checkpoint is None:
         raise BadRequest(f"run {run!r}: {entry.problem or 'no checkpoint (best.pt or last.pt) yet'}")
     try:
-        path = checkpoint_at(entry, step)
-        return entry, load(path), path
+        path, trained = load_at(entry, step)
+        return entry, trained, path
     except (ConfigError, CheckpointError) as error:  # a step not kept; a file damaged, or not tinylm's
-        raise BadRequest(str(error).replace(str(run_dir) + "/", "")) from None
+        raise BadRequest(str(error).replace(str(run_dir) + "/", ""), steps=steps(entry)) from None
 
 
 def checked_blanks(request: dict) -> list[int]:
@@ -206,11 +214,11 @@ def checked_temperature(request: dict) -> float:
     return float(temperature)
 
 
-def relative(path: Path | None, entry: RunEntry) -> str | None:
+def relative(path: Path | None, entry: RunCheckpoints) -> str | None:
     return path.relative_to(entry.run_dir).as_posix() if path else None
 
 
-def steps(entry: RunEntry) -> list[dict]:
+def steps(entry: RunCheckpoints) -> list[dict]:
     return [{"step": kept.step, "file": relative(kept.path, entry)} for kept in entry.steps]
 
 

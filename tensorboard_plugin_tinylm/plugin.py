@@ -18,6 +18,7 @@ from tensorboard_plugin_tinylm.sources import SourcesMissing, use_sources
 
 STATIC = Path(__file__).parent / "static"
 MAX_BODY = 1 << 20  # bytes: a text of 100,000 characters fits, several times over
+READS, POSTS = ("GET", "HEAD"), ("POST",)  # the methods a route serves: a page's files and the listing; the forms
 
 log = logging.getLogger(__name__)
 
@@ -35,13 +36,14 @@ class AttentionPlugin(base_plugin.TBPlugin):
             self.sources_missing = str(error)
 
     def get_plugin_apps(self) -> dict:
-        return {
-            "/index.js": self.static_file("index.js", "text/javascript"),
-            "/style.css": self.static_file("style.css", "text/css"),
-            "/runs": self.serve_runs,
-            "/attention": self.serve_post("attention"),
-            "/generate": self.serve_post("generate"),
+        routes = {
+            "/index.js": (READS, self.static_file("index.js", "text/javascript")),
+            "/style.css": (READS, self.static_file("style.css", "text/css")),
+            "/runs": (READS, self.serve_runs),
+            "/attention": (POSTS, self.serve_post("attention")),
+            "/generate": (POSTS, self.serve_post("generate")),
         }
+        return {route: served_only(methods, app) for route, (methods, app) in routes.items()}
 
     def is_active(self) -> bool:
         """Whether the logdir holds a checkpoint: the tab is only offered where it can show something (and where
@@ -85,6 +87,10 @@ class AttentionPlugin(base_plugin.TBPlugin):
                     raise answers.BadRequest(
                         "the request is not JSON: expected an object such as {run, text}"
                     ) from None
+                except RecursionError:  # JSON, nested deeper than Python's parser goes
+                    raise answers.BadRequest(
+                        "the request nests its arrays or objects too deeply: expected an object such as {run, text}"
+                    ) from None
                 return getattr(answers, route)(self.logdir, body)
 
             return self.answer(compute)
@@ -120,11 +126,28 @@ def answered(compute, details: str) -> tuple[dict, int]:
     try:
         return compute(answers), 200
     except answers.BadRequest as error:
-        return {"error": str(error)}, 400
+        return {"error": str(error), **error.fields}, 400
     except Exception as error:  # a fault of the tab's own: one line in the panel, the traceback in the log
         log.exception("the Attention tab could not answer")
         reason = (str(error).strip().splitlines() or [""])[0][:200]
         return {"error": f"the tab could not answer ({type(error).__name__}: {reason}); {details} has the details"}, 500
+
+
+def served_only(methods: tuple[str, ...], app):
+    """`app` for the `methods` it serves; any other method (PUT, DELETE, a POST to a file) is answered 405 with the
+    methods it serves, in one line and in the Allow header, and never reaches it."""
+    allowed = ", ".join(methods)
+
+    def serve(environ: dict, start_response):
+        method = environ.get("REQUEST_METHOD", "GET").upper()
+        if method in methods:
+            return app(environ, start_response)
+        route = environ.get("PATH_INFO", "")
+        refused = json_response({"error": f"{method} {route}: this address answers {allowed} only"}, 405)
+        refused.headers["Allow"] = allowed
+        return refused(environ, start_response)
+
+    return serve
 
 
 def json_response(value: object, status: int = 200) -> Response:

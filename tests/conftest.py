@@ -296,6 +296,18 @@ def short_run_dir(tmp_path_factory, shared_cache_dir) -> Path:
     return made_once(tmp_path_factory, "short-run", lambda path: short_run(path, shared_cache_dir, *SHORT_RUN))
 
 
+# The encoder's task at SHORT's size: fill in the blank, 40% of each window hidden, QK-norm, as +experiment=encoder.
+BLANKS = ["task=fill_blank", "task.blank_share=0.4", "model.qk_norm=true", "trainer.batch_size=32",
+          "trainer.max_steps=300", "trainer.eval_interval=150"]  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def blank_run_dir(tmp_path_factory, shared_cache_dir) -> Path:
+    """A run of BLANKS reading both sides of each blank (model.causal=false), trained once per session: read only."""
+    make = lambda path: short_run(path, shared_cache_dir, *BLANKS, "model.causal=false")  # noqa: E731
+    return made_once(tmp_path_factory, "blank-run", make)
+
+
 # The leak preset's two jobs (model.causal=true,false) at a size that trains in a second: trained once per session
 # (made_once) and read by the Attention tab's routes, its page in a browser, attend.py and the sweep summary.
 SWEEP = ["trainer.max_steps=10", "trainer.eval_interval=5", "trainer.eval_iters=2", "trainer.log_interval=5",

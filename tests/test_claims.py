@@ -3,7 +3,7 @@ on a tiny run (not its size: the presets' sizes are in docs/experiments.md)."""
 
 import pytest
 
-from conftest import curve, events, short_run
+from conftest import BLANKS, curve, events, short_run
 
 # A tiny copy task: windows of 16 tokens, distances 2 and 14, 200 steps.
 COPY = ["data=copy", "model.block_size=16", "model.d_model=32", "model.d_k=32", "model.d_v=32", "optim.lr=1e-2",
@@ -45,3 +45,20 @@ def test_recurrence_reads_a_token_2_back_better_than_one_14_back_and_logs_no_att
     tags = events(tmp_path / "2").Tags()["scalars"]
     assert {"val/loss", "val/loss_causal", "val/loss_far", "train/loss"} <= set(tags)
     assert not [tag for tag in tags if tag.startswith(("attn/", "grad/"))]  # no attention to read
+
+
+@pytest.mark.slow
+def test_a_blank_filler_reads_the_right_side_one_reading_the_left_cannot_and_one_shown_its_tokens_copies(
+    tmp_path, cache_dir, blank_run_dir
+):
+    runs = {"left": ["model.causal=true"], "shown": ["model.causal=false", "task.hide=false"]}
+    for name, settings in runs.items():
+        short_run(tmp_path / name, cache_dir, *BLANKS, *settings)
+    both, left, shown = events(blank_run_dir), *(events(tmp_path / name) for name in runs)
+    # Both sides: the true mask put back at evaluation hides the right side, and the loss rises.
+    assert curve(both, "val/loss_causal")[-1][1] > curve(both, "val/loss")[-1][1] + 0.05
+    # The left alone: the mask is its own, so putting it back changes nothing.
+    assert curve(left, "val/loss_causal") == curve(left, "val/loss")
+    # Shown its tokens: it copies them (val/loss near 0) while the same tokens hidden (val/loss_hidden) stay far above.
+    assert curve(shown, "val/loss")[-1][1] < 0.5 < curve(shown, "val/loss_hidden")[-1][1] - 1.0
+    assert curve(both, "val/loss_hidden") == curve(both, "val/loss")  # its scored tokens are hidden already

@@ -124,3 +124,20 @@ def test_every_setting_refused_is_named_in_the_one_line():
     assert len(lens_problems(config)) == 3
     with pytest.raises(ConfigError, match=r"^model\.d_k=8 .*; model\.mask_value=.*; model\.qk_norm=True: [^\n]*$"):
         transformer_lens_model(TinyLM(config))
+
+
+def test_a_fill_in_the_blank_model_reads_a_text_with_blanks_as_tinylm_does():
+    """task=fill_blank's model: unmasked, with the blank a token of its own in the input (QK-norm, which the encoder
+    preset trains with, is refused above)."""
+    from task import task_for
+    from trainer.config import TrainConfig
+
+    config = TrainConfig(model=ModelConfig(**TINY, causal=False))
+    config.task.name, config.task.blank_share, config.task.hide = "fill_blank", 0.4, True
+    task = task_for(config, TOKENIZER)
+    torch.manual_seed(0)
+    model = TinyLM(ModelConfig(vocab_size=task.tokenizer.get_vocab_size(), **TINY, causal=False)).eval()
+    ids = torch.tensor([task.encode("To be, or n_t to _e", "text")])
+    assert task.blank in ids
+    with torch.no_grad():
+        assert (transformer_lens_model(model)(ids) - model(ids)).abs().max() < 1e-5

@@ -139,8 +139,11 @@ def test_a_second_process_aiming_at_a_run_directory_in_use_is_refused_and_the_ru
     assert (tmp_path / "train.log").read_text().count("step 60: train loss") == 1
 
 
-def test_a_run_with_gradient_accumulation_stopped_mid_run_resumes_bit_identical(tmp_path, cache_dir, monkeypatch):
-    accumulating = ["trainer.grad_accum_steps=4", "trainer.ckpt_interval=20"]
+def test_a_run_with_gradient_accumulation_filling_blanks_stopped_mid_run_resumes_bit_identical(
+    tmp_path, cache_dir, monkeypatch
+):
+    # Filling blanks: the blanks are drawn from the run's batch generator, which the checkpoint holds.
+    accumulating = ["trainer.grad_accum_steps=4", "trainer.ckpt_interval=20", "task=fill_blank", "model.causal=false"]
     short_run(tmp_path / "whole", cache_dir, *accumulating)
     step_of, calls = TrainStep.__call__, []
 

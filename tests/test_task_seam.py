@@ -30,6 +30,7 @@ class TwoAhead(Task):
         "token two ahead",
         "the text ends within two tokens",
         "what the look contributes needs the token two ahead",
+        "future masked",
         "masking the future",
         "the prediction was read",
         "part of the prediction was read",

@@ -26,7 +26,7 @@ from trainer.checkpoint import LAST, CheckpointError, remove_unfinished
 from trainer.config import ConfigError
 from trainer.memory import SIZE_SETTINGS, human
 from trainer.overrides import override_key
-from trainer.run_dir import RunDirInUse, RunLock
+from trainer.run_dir import RunDirInUse, RunLock, forget_start, unwritten_record
 from trainer.stopping import Interrupted, NonFiniteLoss, StopNow, resume_command, saved_step, signals_stop_at_once
 
 # Their messages name the setting, file or directory.
@@ -66,6 +66,7 @@ def one_line_errors(*also: type[Exception]) -> Iterator[None]:
 def exit_with(message: str, status: int) -> None:
     if os.environ.get("RANK", "0") != "0":  # the ranks agree on why they stop: one says so
         sys.exit(status)
+    message = printable(message)
     if status == 1:
         sys.exit(message)
     print(message, file=sys.stderr)
@@ -117,6 +118,7 @@ def run_with_one_line_errors(main: Callable[[], object]) -> None:
     too. HYDRA_FULL_ERROR=1, set by the user, shows Hydra's full report with its traceback instead.
     From here on SIGINT and SIGTERM end the process in one line too (StopNow), until the training loop takes them,
     and stdout that cannot be written stops nothing (outputs_that_never_stop)."""
+    forget_start()  # train.py's start is seen afresh by its Hydra callback (trainer/run_dir.py's StartRecord)
     with signals_stop_at_once(), outputs_that_never_stop():
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
             main()
@@ -134,11 +136,11 @@ def one_line_hydra_errors() -> Iterator[None]:
         print(stopped, file=sys.stderr)
         sys.exit(stopped.exit_status)
     except (HydraException, OmegaConfBaseException) as error:
-        sys.exit(f"error: {one_line(error)}")
+        sys.exit(printable(f"error: {one_line(error)}"))
     except yaml.YAMLError as error:  # a config file of the user's (a preset on hydra.searchpath) that is not YAML
-        sys.exit(f"error: {yaml_error(error)}")
-    except OSError as error:  # Hydra cannot make or write the run directory
-        sys.exit(f"error: {os_error(error)}")
+        sys.exit(printable(f"error: {yaml_error(error)}"))
+    except OSError as error:  # Hydra cannot make or write the run directory: its record's files name no file
+        sys.exit(printable(f"error: {unwritten_record(error) or os_error(error)}"))
     finally:
         del os.environ["HYDRA_FULL_ERROR"]
 
@@ -225,6 +227,14 @@ def outputs_that_never_stop() -> Iterator[None]:
         sys.stdout, sys.stderr = originals
         if stdout and stdout.failed and not stdout.closed_by_reader and status in (0, None):
             sys.exit(1)  # the line was said when it failed
+
+
+def printable(message: str) -> str:
+    """The message with what a person typed that does not print (a line break in a path, a byte that is not UTF-8,
+    kept by Python as a surrogate) written as its escape, \\n, \\udce9: one line, whatever was typed."""
+    if message.isprintable():
+        return message
+    return "".join(char if char.isprintable() else char.encode("unicode_escape").decode() for char in message)
 
 
 def out_of_memory(error: Exception) -> str:

@@ -153,7 +153,13 @@ def memory_problem(config: TrainConfig, vocab_size: int) -> Optional[str]:
 def check_memory(config: TrainConfig) -> None:
     """Refuses, naming the settings, sizes that cannot fit this machine: before any work, after the range checks."""
     # The vocabulary comes from the text later; a BPE one has its 256 bytes at least, a char one a character.
-    if too_big := memory_problem(config, vocab_size=256 if config.tokenizer.kind is TokenizerKind.bpe else 1):
+    try:
+        too_big = memory_problem(config, vocab_size=256 if config.tokenizer.kind is TokenizerKind.bpe else 1)
+    except OverflowError:
+        named = ", ".join(f"{key}={value_of(config, key)}" for key in changed(config, SIZE_SETTINGS))
+        lower = "it" if "," not in named else "them"
+        too_big = f"{named}: a tensor of this run would hold over 2**63 bytes, more than torch allocates; lower {lower}"
+    if too_big:
         raise ConfigError(too_big)
 
 

@@ -99,3 +99,14 @@ def escape_for_quotes(value: str) -> str:
     """`value` inside Hydra's double quotes: there a backslash escapes only a quote or the backslashes that precede
     one (or the closing quote); anywhere else it is read as itself, so only those runs are doubled."""
     return re.sub(r'(\\*)("|$)', lambda match: match[1] * 2 + ("\\" if match[2] else "") + match[2], value)
+
+
+def shared_overrides(each: list[list[str]]) -> list[str]:
+    """The overrides every list holds (a sweep's fixed ones, its +experiment), in the first's order: said once, not
+    in every row or label."""
+    return [item for item in each[0] if all(item in overrides for overrides in each)] if each else []
+
+
+def distinct_overrides(overrides: list[str], shared: list[str]) -> list[str]:
+    """The overrides that tell a run from the others listed with it."""
+    return [item for item in overrides if item not in shared]

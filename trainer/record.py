@@ -34,7 +34,7 @@ from trainer.overrides import (
 )
 from trainer.run import TrainingRun
 from trainer.run_dir import EVENTS
-from trainer.tags import FINAL_TAGS, LAYOUT, loss_tag
+from trainer.tags import FINAL_TAGS, layout, loss_tag
 
 log = logging.getLogger("tinylm")
 thread_excepthook = threading.excepthook
@@ -69,7 +69,7 @@ class Recorder:
             wait_to_sort_last(run_dir)
         self.writer = SummaryWriter(run_dir, purge_step=run.step + 1 if resumed else None)
         if not resumed:
-            self.writer.add_custom_scalars(LAYOUT)
+            self.writer.add_custom_scalars(layout(read_overrides(run_dir)))
         self.overrides = naming_overrides(read_overrides(run_dir))  # paths and presets left out
         # The HParams columns: the keys a sweep varies; outside a sweep, what the command line set, or the switches.
         self.hparams = keys_varied_by_sweep(run_dir) or [override_key(item) for item in self.overrides] or SWITCHES

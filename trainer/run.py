@@ -28,7 +28,8 @@ log = logging.getLogger("tinylm")
 
 @dataclass
 class TrainingRun:
-    """A run being trained: what the loop reads and changes (summary/runs.py's Run is a finished one read back)."""
+    """A run being trained: what the loop reads and changes (summary/runs.py's RunCurves is a finished one's events,
+    viewer/runs.py's RunCheckpoints its checkpoints)."""
 
     config: TrainConfig  # with model.vocab_size set from the tokenizer
     ranks: Ranks

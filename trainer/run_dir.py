@@ -8,17 +8,21 @@ refused (check_fresh_start), or with trainer.start_over=true moves the earlier r
 torchrun every rank must agree on the directory, and only rank 0 writes Hydra's files there.
 """
 
-import fcntl
 import logging
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Optional, TextIO
+from typing import Any, Optional
 
+from filelock import FileLock, Timeout
+from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from trainer.checkpoint import BEST, KEPT, LAST, glance, is_kept, kept_checkpoints
+from trainer.checkpoint import BEST, KEPT, LAST, glance, is_kept, kept_checkpoints, still_whole, write_failure
 from trainer.config import ConfigError
 from trainer.resume import AUTO, resume_override, run_dir_of, run_of_kept
 
@@ -36,37 +40,32 @@ class RunDirInUse(Exception):
 
 
 class RunLock:
-    """An exclusive lock on the run directory while a run writes there. The OS releases it when the process ends,
-    however it ends, so a killed run never leaves a stale lock. Rank 0 holds it for every rank of a torchrun."""
+    """An exclusive lock on the run directory while a run writes there (filelock's, an flock on Unix): the OS
+    releases it when the process ends, however it ends, so a killed run never leaves a stale lock. The file names
+    its holder. Rank 0 holds it for every rank of a torchrun."""
 
     def __init__(self, run_dir: Path, holds: bool = True):
-        self.path, self.holds, self.file = run_dir / LOCK, holds, None
+        self.path, self.holds, self.lock = run_dir / LOCK, holds, FileLock(run_dir / LOCK)
 
     def __enter__(self) -> "RunLock":
         if not self.holds:
             return self
-        self.file = open(self.path, "a+")  # never truncated before the lock is ours: it names the holder
-        if holder := held_by(self.file):
-            self.file.close()
+        if holder := held_by(self.lock):
             raise in_use(self.path.parent, holder)
-        self.file.seek(0)
-        self.file.truncate()
-        self.file.write(f"process {os.getpid()} on {os.uname().nodename}\n")
-        self.file.flush()
+        self.path.write_text(f"process {os.getpid()} on {os.uname().nodename}\n")  # the lock is ours: name it
         return self
 
     def __exit__(self, *exc_info) -> None:
-        if self.file:
-            self.file.close()  # closing releases the lock
+        if self.lock.is_locked:
+            self.lock.release()
 
 
-def held_by(lock_file: TextIO) -> Optional[str]:
-    """Takes the lock of the open `lock_file`; if another process holds it, who that is (the file names it)."""
+def held_by(lock: FileLock) -> Optional[str]:
+    """Takes `lock`; if another process holds it, who that is (the file names it)."""
     try:
-        fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        lock_file.seek(0)
-        return lock_file.read().strip() or "another process"
+        lock.acquire(blocking=False)
+    except Timeout:
+        return Path(lock.lock_file).read_text().strip() or "another process"
     return None
 
 
@@ -79,11 +78,13 @@ def in_use(run_dir: Path, holder: str) -> RunDirInUse:
 
 def holder_of(run_dir: Path) -> Optional[str]:
     """Who holds the run directory's lock now, if anyone; creates nothing (a lock file exists if a run ever ran)."""
-    try:
-        with open(run_dir / LOCK) as lock_file:  # closing releases the lock, if this took it
-            return held_by(lock_file)
-    except FileNotFoundError:
+    if not (run_dir / LOCK).is_file():
         return None
+    lock = FileLock(run_dir / LOCK)
+    holder = held_by(lock)
+    if lock.is_locked:
+        lock.release()  # it was free: this took it to see
+    return holder
 
 
 def run_found(run_dir: Path) -> Optional[str]:
@@ -253,3 +254,122 @@ def hydra_subdir(resume: Optional[str], run_dir: str, _root_: Optional[DictConfi
 def register_resolvers() -> None:
     OmegaConf.register_new_resolver("run_dir", run_dir)
     OmegaConf.register_new_resolver("hydra_subdir", hydra_subdir)
+
+
+# A start refused before its run trains (a setting out of range, a missing file, a model no machine holds) leaves
+# nothing behind: Hydra makes hydra.run.dir, opens train.log there and writes its record (.hydra/) before train.py's
+# main runs, so what the directory held before is looked at first, by a Hydra callback (configs/train.yaml).
+RECORD = ".hydra"
+RECORD_FILES = ("config.yaml", "hydra.yaml", "overrides.yaml")  # what Hydra writes into a run's record, in order
+
+
+@dataclass(frozen=True)
+class Before:
+    """What hydra.run.dir held before Hydra made it or wrote into it."""
+
+    run_dir: Path
+    made: tuple[Path, ...]  # the directory and those above it that were not there (Hydra makes them), deepest first
+    entries: frozenset[str] = frozenset()  # the names in it
+    records: frozenset[str] = frozenset()  # the names in its .hydra/ (a resume's record is .hydra/resume-DATE_TIME)
+    log_size: Optional[int] = None  # train.log's size; None: there was none
+
+
+_before: Optional[Before] = None  # this process's start, seen by StartRecord
+
+
+class StartRecord(Callback):
+    """Hydra's callback (configs/train.yaml) that sees hydra.run.dir before Hydra makes it and writes into it, so that
+    a start refused before it trains can remove what it made (remove_refused_start). A sweep's jobs are not seen."""
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        global _before
+        try:
+            _before = seen_before(Path(config.hydra.run.dir).absolute()) if rank_zero() else None
+        except Exception:  # a directory Hydra cannot resolve or make either: it says why, next, and makes none
+            _before = None
+
+
+def forget_start() -> None:
+    """No start seen: each entry point's own (trainer/cli.py), never a start an earlier one in this process saw."""
+    global _before
+    _before = None
+
+
+def seen_before(run_dir: Path) -> Before:
+    made = []
+    directory = run_dir
+    while not directory.exists() and directory != directory.parent:
+        made.append(directory)
+        directory = directory.parent
+    if made:
+        return Before(run_dir, tuple(made))
+    log = run_dir / HYDRA_LOG
+    size = log.stat().st_size if log.is_file() else None
+    return Before(run_dir, (), names_in(run_dir), names_in(run_dir / RECORD), size)
+
+
+def names_in(directory: Path) -> frozenset[str]:
+    return frozenset(os.listdir(directory)) if directory.is_dir() else frozenset()
+
+
+@contextmanager
+def removed_if_refused() -> Iterator[None]:
+    """train.py's main inside it: an error before the run trained removes what its start made (remove_refused_start);
+    a stop (Ctrl-C, SIGTERM) removes nothing."""
+    try:
+        yield
+    except Exception:
+        remove_refused_start()
+        raise
+
+
+def remove_refused_start() -> None:
+    """What this start made for a run that never trained: the run directory if Hydra made it (and the directories
+    above it that it made), else Hydra's record in .hydra/, the lines it added to train.log and the lock file. Never
+    what was there before, nothing once the run wrote a file of its own (its curves, a checkpoint), and nothing while
+    another process holds the directory."""
+    before = _before
+    if before is None or not rank_zero() or not before.run_dir.is_dir() or holder_of(before.run_dir):
+        return
+    run_dir = before.run_dir
+    new = names_in(run_dir) - before.entries
+    if new - {RECORD, HYDRA_LOG, LOCK}:
+        return  # the run trained: what it wrote is a run's
+    if before.made:
+        shutil.rmtree(run_dir)
+        for directory in before.made[1:]:
+            if any(directory.iterdir()):
+                break
+            directory.rmdir()
+        return
+    for path in [run_dir / name for name in new] + [run_dir / RECORD / name for name in records_made(before)]:
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    log = run_dir / HYDRA_LOG
+    if before.log_size is not None and log.is_file() and log.stat().st_size > before.log_size:
+        os.truncate(log, before.log_size)
+
+
+def records_made(before: Before) -> frozenset[str]:
+    """The records this start wrote in a .hydra/ that was there before: a resume's .hydra/resume-DATE_TIME."""
+    return names_in(before.run_dir / RECORD) - before.records if RECORD in before.entries else frozenset()
+
+
+def unwritten_record(error: OSError) -> str:
+    """Hydra's OSError while it wrote this start's record names no file (a full disk as config.yaml is closed): the
+    file, why (a full disk: the room left) and the checkpoint still whole, in one line, once what the start made is
+    removed (remove_refused_start). '' for an error that names its file, or a start not seen."""
+    before = _before
+    if error.filename is not None or before is None:
+        return ""
+    run_dir = before.run_dir
+    made = [run_dir / RECORD] if RECORD not in before.entries else [run_dir / RECORD / n for n in records_made(before)]
+    written = [record / name for record in made for name in RECORD_FILES if (record / name).exists()]
+    if not written:
+        return ""
+    reason, full = write_failure(error, run_dir / RECORD)  # the disk named: the one holding the run directory
+    whole = still_whole(run_dir, None, full) if run_found(run_dir) else "no run was there, and none was started"
+    remove_refused_start()
+    return f"{written[-1]}: cannot be written ({reason}); {whole}"

@@ -31,6 +31,7 @@ from trainer.config import TrainConfig, to_typed
 from trainer.overrides import switches_label
 
 READ_ORDER = (BEST, LAST)  # attend.py and the tab: the lowest validation loss, else the latest; sample.py: (LAST, BEST)
+GONE = "no longer there"  # a file removed between its listing and its reading
 MODELS_KEPT = 32  # loaded models kept at once, the least recently read dropped first: a default model is 1 MB
 
 
@@ -81,8 +82,12 @@ def file_key(path: Path) -> tuple:
 
 def look(path: Path) -> Look:
     """`path`'s step through trainer/checkpoint.py's glance, once its zip records are checked (bytes read, not one
-    tensor built); remembered while the file stays the same. A file that fails gets load_checkpoint's reason."""
-    key = file_key(path)
+    tensor built); remembered while the file stays the same. A file that fails gets load_checkpoint's reason; one
+    gone since it was listed (a run that trains thins its kept checkpoints) has no step."""
+    try:
+        key = file_key(path)
+    except FileNotFoundError:
+        return Look(None, GONE)
     with _lock:
         if key in _looks:
             return _looks[key]

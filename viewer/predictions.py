@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from model import Look, TinyLM
+from model import Look, TinyLM, future_keys
 from task.base import StripKind, Words
 from trainer.diagnostics import token_labels
 from viewer.checkpoints import Checkpoint
@@ -142,9 +142,9 @@ def counterfactual_rows(reading: Reading, layer: int, i: int) -> dict[str, Tenso
     """Query i's rows of weights for (b)-(d) at `layer`. (b) is the softmax of its fed scores over j <= i: the
     trained row renormalised there, without the 0/0 of a row whose past weights underflowed."""
     trace = reading.layers[layer]
-    keys = torch.arange(trace.fed.size(-1))
-    masked = F.softmax(trace.fed[i].masked_fill(keys > i, float("-inf")), dim=-1)
-    visible = (keys <= i) if trace.causal else torch.ones_like(keys, dtype=torch.bool)
+    future = future_keys(trace.fed.size(-1))[i]  # query i's row of the causal mask
+    masked = F.softmax(trace.fed[i].masked_fill(future, float("-inf")), dim=-1)
+    visible = ~future if trace.causal else torch.ones_like(future)
     uniform = visible.float() / visible.sum()
     return {"masked": masked, "uniform": uniform, "no_look": torch.zeros_like(uniform)}
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from trainer.checkpoint import BEST, LAST, kept_checkpoints
+from trainer.checkpoint import BEST, LAST, CheckpointError, kept_checkpoints
 from trainer.config import ConfigError
-from trainer.overrides import naming_overrides, read_overrides, switches_label
-from viewer.checkpoints import READ_ORDER, choose, look
+from trainer.overrides import distinct_overrides, naming_overrides, read_overrides, shared_overrides, switches_label
+from viewer.checkpoints import READ_ORDER, Checkpoint, choose, load, look
 from viewer.walk import find_run_dirs
 
 
@@ -24,7 +24,7 @@ class Step:
 
 
 @dataclass
-class RunEntry:
+class RunCheckpoints:
     name: str  # as TensorBoard names the run
     run_dir: Path
     checkpoint: Path | None = None  # the one read by default; None: none yet, or none whole (see problem)
@@ -36,28 +36,27 @@ class RunEntry:
     steps: list[Step] = field(default_factory=list)  # every step the run can be read at, in order
 
 
-def list_runs(root: Path, named: Callable[[Path, Path], str] | None = None) -> list[RunEntry]:
+def list_runs(root: Path, named: Callable[[Path, Path], str] | None = None) -> list[RunCheckpoints]:
     """The runs under `root`, each with its checkpoints and steps, or why it has none it can use; labelled by the
     overrides that differ between them (a sweep's fixed settings said once by the directory, not in every label).
     `named(path, run_dir)` says a checkpoint as messages show it (default: the path under `root`)."""
-    entries = [run_entry(run_dir, run_dir.relative_to(root).as_posix(), named) for run_dir in find_run_dirs(root)]
+    entries = [run_checkpoints(run_dir, run_dir.relative_to(root).as_posix(), named) for run_dir in find_run_dirs(root)]
     for entry in entries:
         entry.overrides = naming_overrides(read_overrides(entry.run_dir))
-    hydra_runs = [entry.overrides for entry in entries if entry.overrides]  # a run Hydra did not start has none
-    shared = (
-        [item for item in hydra_runs[0] if all(item in overrides for overrides in hydra_runs)] if hydra_runs else []
-    )
+    shared = shared_overrides(
+        [entry.overrides for entry in entries if entry.overrides]
+    )  # a run Hydra did not start has none
     for entry in entries:
-        distinct = [item for item in entry.overrides if item not in shared] or entry.overrides
+        distinct = distinct_overrides(entry.overrides, shared) or entry.overrides
         entry.label = " ".join(distinct) or switches_of(entry)
     return entries
 
 
-def run_entry(run_dir: Path, name: str, named: Callable[[Path, Path], str] | None = None) -> RunEntry:
+def run_checkpoints(run_dir: Path, name: str, named: Callable[[Path, Path], str] | None = None) -> RunCheckpoints:
     """One run's checkpoints: the one read by default (the first whole one of best.pt, last.pt), and its steps."""
     choice = choose(run_dir, READ_ORDER, (lambda path: named(path, run_dir)) if named else str)
     steps = steps_of(run_dir, choice.path)
-    return RunEntry(name, run_dir, choice.path, choice.step, choice.note, choice.problem, steps=steps)
+    return RunCheckpoints(name, run_dir, choice.path, choice.step, choice.note, choice.problem, steps=steps)
 
 
 def steps_of(run_dir: Path, default: Path | None) -> list[Step]:
@@ -72,7 +71,7 @@ def steps_of(run_dir: Path, default: Path | None) -> list[Step]:
     return [Step(step, steps[step]) for step in sorted(steps)]
 
 
-def checkpoint_at(entry: RunEntry, step: int | None) -> Path:
+def checkpoint_at(entry: RunCheckpoints, step: int | None) -> Path:
     """The file the run is read from at `step` (None: the default one); a step it did not keep is a ConfigError."""
     if step is None:
         if entry.checkpoint is None:
@@ -85,7 +84,25 @@ def checkpoint_at(entry: RunEntry, step: int | None) -> Path:
     return found
 
 
-def switches_of(entry: RunEntry) -> str:
+def load_at(entry: RunCheckpoints, step: int | None) -> tuple[Path, Checkpoint]:
+    """The file the run is read from at `step` (None: the default one) and its model. A run that trains thins its kept
+    checkpoints: one removed since the run was listed is a ConfigError naming the step and the steps kept now."""
+    path = checkpoint_at(entry, step)
+    try:
+        return path, load(path)
+    except (FileNotFoundError, CheckpointError):
+        if path.exists():
+            raise
+    entry.steps = steps_of(entry.run_dir, entry.checkpoint)
+    kept = ", ".join(str(kept.step) for kept in entry.steps) or "none"
+    step = entry.step if step is None else step
+    raise ConfigError(
+        f"step={step}: {entry.name} no longer keeps it: the run thins its kept checkpoints as it trains (kept now: "
+        f"{kept})"
+    )
+
+
+def switches_of(entry: RunCheckpoints) -> str:
     """The lesson's switches of a run nothing else names, from Hydra's record of its config ("" for a run Hydra did
     not start: its checkpoint would have to be read, and the listing reads none)."""
     config = entry.run_dir / ".hydra" / "config.yaml"

@@ -290,7 +290,7 @@ function panelViews(panel) {
   return [
     headerView(panel),
     stepView(panel),
-    { always: true, show: (answer) => (answer?.error ? [message("error", answer.error)] : []) },
+    { always: true, show: (answer) => [answer?.error ?? answer?.moved].filter(Boolean).map(errorLine(answer)) },
     { show: switches },
     blanksView(panel),
     attentionView(panel),
@@ -322,6 +322,8 @@ async function request(panel) {
   const temperature = typed(tab.controls.temperature);
   const answer = await panel.asker("attention", { run: panel.run.name, text, ...panel.question, temperature });
   if (!answer) return; // a newer question is on its way
+  if (movedToKept(panel, answer)) return request(panel);
+  [answer.moved, panel.moved] = [panel.moved, ""]; // said with the answer at the step it moved to
   element.classList.remove("loading");
   element.dataset.text = text; // what it shows: the page tests wait on it
   panel.answer = answer;
@@ -333,6 +335,18 @@ async function request(panel) {
   }
   fitControls(tab);
   if (!rescale(tab)) show(panel); // a new colour scale redraws every panel, this one included
+}
+
+// A run that trains thins its kept checkpoints: a step gone since the panel listed it answers with the steps kept
+// now, and the panel moves to the latest of them up to the one asked for (the earliest kept, if none is), saying so.
+function movedToKept(panel, answer) {
+  const asked = panel.question.step;
+  const kept = (answer.error && answer.steps ? answer.steps : []).map((entry) => entry.step);
+  if (asked === null || asked === undefined || !kept.length || kept.includes(asked)) return false;
+  panel.run.steps = answer.steps;
+  panel.question.step = kept.filter((step) => step <= asked).at(-1) ?? kept[0];
+  panel.moved = `${answer.error}; showing step ${panel.question.step}`;
+  return true;
 }
 
 // The query a panel points at unless one is kept: as attend.py, the last token, or the last blank of a run that
@@ -1113,6 +1127,11 @@ function h(tag, attributes = {}, ...children) {
 
 function span(className, text) {
   return h("span", { class: className }, text);
+}
+
+// The error line of an answer, or the note that the panel moved off a step the run no longer keeps.
+function errorLine(answer) {
+  return (text) => message(answer?.error ? "error" : "note moved", text);
 }
 
 function message(className, text) {
