@@ -5,8 +5,6 @@ it computes is viewer/'s, the code attend.py and sample.py print from; static/in
 import math
 from pathlib import Path
 
-import torch
-
 from data.errors import DataError
 from model.statistics import SATURATED
 from task.fill_blank import MARKER
@@ -31,9 +29,6 @@ from viewer.runs import RunCheckpoints, list_runs, load_at, run_checkpoints
 DIGITS = 7  # decimals sent: far below what a person reads, and the numbers equal the reference path's to 1e-6
 MAX_GENERATE = 500  # tokens /generate writes at most: a paragraph, in seconds on a default model
 SEED = 1337  # sample.py's default
-# The tab's forwards are small (one text, one model) and TensorBoard answers each request in a thread of its own:
-# torch's intra-op threads would only wait on each other, and on a busy machine wait far longer than they compute.
-torch.set_num_threads(1)
 
 
 class BadRequest(Exception):

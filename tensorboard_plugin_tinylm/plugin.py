@@ -8,6 +8,7 @@ run's model is kept while its checkpoint stays the same.
 
 import json
 import logging
+from functools import cache
 from pathlib import Path
 
 from tensorboard.plugins import base_plugin
@@ -101,17 +102,35 @@ class AttentionPlugin(base_plugin.TBPlugin):
         on."""
         if self.sources_missing:
             return json_response({"error": self.sources_missing}, 400)
-        from tensorboard_plugin_tinylm import answers  # tinylm's code and torch: imported on the first request
+        one_thread()
+        return json_response(*answered(compute, "TensorBoard's log"))
 
-        try:
-            return json_response(compute(answers))
-        except answers.BadRequest as error:
-            return json_response({"error": str(error), **error.fields}, 400)
-        except Exception as error:  # a fault of the tab's own: one line in the panel, the traceback in the log
-            log.exception("the Attention tab could not answer")
-            reason = (str(error).strip().splitlines() or [""])[0][:200]
-            message = f"the tab could not answer ({type(error).__name__}: {reason}); TensorBoard's log has the details"
-            return json_response({"error": message}, 500)
+
+@cache
+def one_thread() -> None:
+    """The tab's forwards are small (one text, one model) and TensorBoard answers each request in a thread of its own:
+    torch's intra-op threads would only wait on each other, and on a busy machine wait far longer than they compute.
+    Set once, at the first request, in the TensorBoard process alone: a notebook's kernel, whose panel answers with
+    the same code (widget.py), keeps its threads for training."""
+    import torch
+
+    torch.set_num_threads(1)
+
+
+def answered(compute, details: str) -> tuple[dict, int]:
+    """compute(answers) with its HTTP status; a request the tab cannot answer as 400 {"error": one line}, a fault of
+    the tab's own as 500 {"error": one line}, its traceback logged where `details` says. TensorBoard's routes and the
+    notebook's panel (widget.py) answer through here."""
+    from tensorboard_plugin_tinylm import answers  # tinylm's code and torch: imported on the first request
+
+    try:
+        return compute(answers), 200
+    except answers.BadRequest as error:
+        return {"error": str(error), **error.fields}, 400
+    except Exception as error:  # a fault of the tab's own: one line in the panel, the traceback in the log
+        log.exception("the Attention tab could not answer")
+        reason = (str(error).strip().splitlines() or [""])[0][:200]
+        return {"error": f"the tab could not answer ({type(error).__name__}: {reason}); {details} has the details"}, 500
 
 
 def served_only(methods: tuple[str, ...], app):

@@ -19,7 +19,7 @@ from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 from tensorboard.summary.writer.event_file_writer import _AsyncWriterThread
 from torch.utils.tensorboard import SummaryWriter
 from torch.utils.tensorboard.summary import hparams
-from tqdm import tqdm
+from tqdm.auto import tqdm
 
 from trainer.config import TrainConfig, plain_config
 from trainer.diagnostics import log_attention, log_grad_norms, log_mask_readings
@@ -83,7 +83,8 @@ class Recorder:
             unit="step",
             dynamic_ncols=True,
             disable=bool(os.environ.get("TQDM_DISABLE")) or None,
-        )  # None: no bar when not a terminal; TQDM_DISABLE: none beside other jobs (hydra/launcher=parallel)
+        )  # None: no bar when not a terminal, but a notebook's (tqdm.auto's) in one; TQDM_DISABLE: none beside other
+        # jobs (hydra/launcher=parallel)
         self.tokens_per_step = settings.batch_size * run.config.model.block_size * run.ranks.world_size
         self.drawing, self.drawn = ThreadPoolExecutor(max_workers=1), []  # figures drawn while training goes on
         self.clock_started = time.perf_counter()

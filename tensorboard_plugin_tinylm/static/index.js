@@ -5,6 +5,9 @@
 // reads. Plain JavaScript in one file with no imports, no build step, nothing fetched from elsewhere; the routes are
 // asked in one function (askServer) and the tab is drawn into the element render() is given.
 //
+// The same module draws the panel in a notebook: anywidget (tensorboard_plugin_tinylm/widget.py) imports it and calls
+// render({model, el}); the routes then go to the kernel as the widget's messages (askKernel), not to a server.
+//
 // A panel is a list of views, each one part of the panel, held by reference: { show, point, always, stop }.
 // show(answer) builds the part for an ./attention answer and returns its nodes (none: the part is not shown); it
 // gets the readable answers, and also none yet and an {error} where `always`. point(answer, at) updates the part for
@@ -23,6 +26,7 @@ const BLUES = ["#f7fbff", "#deebf7", "#c6dbef", "#9ecae1", "#6baed6", "#4292c6",
 const YLORRD = ["#ffffcc", "#ffeda0", "#fed976", "#feb24c", "#fd8d3c", "#fc4e2a", "#e31a1c", "#bd0026", "#800026"];
 const FUTURE = "rgba(255, 127, 14, 0.6)"; // tab:orange hatching, j > i
 const DIAGONAL = "#d62728"; // tab:red, dashed, j = i
+const WIDGET_CLASS = "tinylm-attention"; // widget.py scopes style.css to it
 const TYPING_PAUSE_MS = 120; // a request when typing (or dragging the step selector) pauses this long
 const FIGURE_PX = 520; // the heat map's side for a long text; short texts get larger cells
 const PANELS_AT_START = 4; // runs ticked when the tab opens
@@ -50,11 +54,26 @@ const NOT_A_LIKELIHOOD =
   "up to the text's log-probability (their sum is a pseudo-log-likelihood, Salazar et al. 2020).";
 
 // TensorBoard calls render() with nothing: the tab fills the iframe's page. A host that passes an element gets the
-// tab drawn into it.
-export async function render({ el = document.body } = {}) {
-  el.ownerDocument.head.append(h("link", { rel: "stylesheet", href: "./style.css" }));
-  await openTab(el, askServer);
+// tab drawn into it. anywidget passes the widget's model too: the panel asks the kernel, in an element of the
+// widget's class, which its stylesheet (style.css inside that class) styles; what it returns ends the panel.
+export async function render({ model, el = document.body } = {}) {
+  if (!model) {
+    el.ownerDocument.head.append(h("link", { rel: "stylesheet", href: "./style.css" }));
+    await openTab(el, askServer);
+    return undefined;
+  }
+  el.classList.add(WIDGET_CLASS);
+  const ask = askKernel(model);
+  const tab = await openTab(el, ask);
+  return () => {
+    tab.later.stop();
+    for (const name of [...tab.panels.keys()]) closePanel(tab, name);
+    ask.stop();
+  };
 }
+
+// anywidget's entry (0.9 on): the module's default export.
+export default { render };
 
 // How the tab asks a route: TensorBoard's server, a GET without a body, else a POST of the body as JSON. The one
 // place that knows the transport; an answer the tab cannot read comes back as {error}.
@@ -67,6 +86,33 @@ async function askServer(route, body, signal) {
   } catch {
     return { error: `./${route}: HTTP ${response.status} without an answer the tab can read` };
   }
+}
+
+// How the panel asks a route in a notebook: a message to the widget's kernel, {id, route, body}, answered by one
+// message {id, answer} (widget.py). The messages come back in any order; an aborted question's answer is dropped.
+function askKernel(model) {
+  const waiting = new Map();
+  let asked = 0;
+  const answered = ({ id, answer }) => {
+    waiting.get(id)?.(answer);
+    waiting.delete(id);
+  };
+  model.on("msg:custom", answered);
+  const ask = (route, body, signal) =>
+    new Promise((resolve, reject) => {
+      const id = ++asked;
+      waiting.set(id, resolve);
+      signal?.addEventListener("abort", () => {
+        waiting.delete(id);
+        reject(new Error("aborted"));
+      });
+      model.send({ id, route, body });
+    });
+  ask.stop = () => {
+    model.off("msg:custom", answered);
+    waiting.clear();
+  };
+  return ask;
 }
 
 // The latest request wins: an asker sends one question at a time, a new one aborting the one before, and hands back
@@ -103,7 +149,8 @@ function pause() {
 }
 
 // The tab: the controls on top, then one panel per ticked run. `tab` holds what the panels share: the transport,
-// the controls, the text as of the last pause, the open panels and the losses' colour scale.
+// the controls, the text as of the last pause, the open panels and the losses' colour scale; returned once the runs
+// are listed.
 async function openTab(root, ask) {
   const controls = controlsView();
   const shelf = h("section", { class: "panels" });
@@ -126,7 +173,7 @@ async function openTab(root, ask) {
   const listing = await latest(ask)("runs");
   if (listing.error) {
     controls.runs.append(message("error", listing.error));
-    return;
+    return tab;
   }
   controls.tokens.title = `1 to ${listing.max_generate}`;
   controls.blankHint.textContent = blankHint(listing.marker);
@@ -138,6 +185,7 @@ async function openTab(root, ask) {
   controls.text.addEventListener("input", count);
   listRuns(tab, listing.runs);
   for (const run of listing.runs.filter(readable).slice(0, PANELS_AT_START)) openPanel(tab, run);
+  return tab;
 }
 
 function controlsView() {

@@ -1,0 +1,145 @@
+"""The lesson's runs from a notebook (notebooks/lesson.ipynb): train.py's own entry point, run in the kernel.
+
+    import lab
+    size = lab.size()                                      # the presets' own on a GPU, smaller on a CPU; it says which
+    leak = lab.train("+experiment=leak", *size.overrides)  # python train.py +experiment=leak ...: the sweep's directory
+
+A run started here is `python train.py OVERRIDES` run in the kernel's process: Hydra composes configs/train.yaml,
+train.py's main() checks every setting and writes the run's directory with its Hydra record, checkpoints and
+TensorBoard events, a preset runs its whole sweep and writes its summary. Hydra's compose API names the directory
+first (the run's hydra.run.dir, a sweep's hydra.sweep.dir, resolved as Hydra resolves them), so that the cell gets it
+back; a second run gets a new one, as on the command line. What differs is what a notebook needs: the progress bar
+is the notebook's (tqdm.auto in trainer/record.py), the log's lines go to the run's train.log and not into the cell,
+and a mistake or a stop ends the cell in one line (`RunFailed`) instead of the process. A kernel interrupt is the
+Ctrl-C of the command line: the run saves a checkpoint and stops, and the line says how to resume it.
+"""
+
+import logging
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+import torch
+from hydra import compose, initialize_config_dir
+from hydra.types import RunMode
+from omegaconf import OmegaConf
+
+from train import main as train_main
+from trainer.cli import one_line_hydra_errors, run_with_one_line_errors
+from trainer.overrides import PARSER, override
+
+CONFIGS = Path(__file__).resolve().parent / "configs"
+MULTIRUN = ("-m", "--multirun")  # train.py's flags for a sweep
+# Hydra's job logging in a notebook: the cell shows the progress bar and the log's warnings (CellLog); its other lines
+# (each evaluation, the sample, the sweep's table) go to the run's train.log alone, and Hydra's own (the jobs it
+# launches) nowhere. The "tinylm" log does not reach the root logger, where train.py's logging_redirect_tqdm adds a
+# writer of every line for the time of the training loop.
+QUIET = ["hydra.job_logging.handlers.console.class=lab.CellLog", "+hydra.job_logging.handlers.console.level=WARNING",
+         "+hydra.job_logging.loggers.tinylm.handlers=[console,file]",
+         "+hydra.job_logging.loggers.tinylm.propagate=false", "hydra.hydra_logging.root.level=WARNING"]  # fmt: skip
+
+
+class RunFailed(Exception):
+    """A run that could not start or did not end: its one line, which IPython shows instead of a traceback."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [str(self)]
+
+
+class CellLog(logging.Handler):
+    """Hydra's console handler in a notebook, writing the log's lines into the cell's output at its own level. Not a
+    StreamHandler: train.py's logging_redirect_tqdm swaps those for handlers of its own, without their level."""
+
+    def __init__(self, stream: TextIO) -> None:
+        super().__init__()
+        self.stream = stream
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream.write(self.format(record) + "\n")
+
+
+def train(*overrides: str) -> Path:
+    """`python train.py OVERRIDES` in this process: the run's directory (a sweep's, for a preset or -m)."""
+    key, directory = where(overrides)
+    argv = ["train.py", *overrides, override(key, str(directory)), *QUIET]
+    with command_line(argv):
+        try:
+            run_with_one_line_errors(train_main)
+        except SystemExit as exited:
+            if isinstance(exited.code, str):  # an error: its one line
+                raise RunFailed(exited.code) from None
+            if exited.code:  # a stop (128 + the signal), whose line went to stderr already
+                raise RunFailed(f"the run stopped (exit status {exited.code}), as the line above says") from None
+    return directory
+
+
+def where(overrides: tuple[str, ...]) -> tuple[str, Path]:
+    """Where Hydra will write the run: hydra.run.dir, or hydra.sweep.dir for a sweep (-m, or a preset that sweeps), and
+    that directory, resolved now; a setting Hydra cannot compose is a RunFailed here, in one line. The compose API
+    composes one job: the values a sweep sweeps are left out, as the directory does not depend on them."""
+    settings = [item for item in overrides if item not in MULTIRUN]
+    try:
+        with one_line_hydra_errors(), initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
+            parsed = PARSER.parse_overrides(settings)
+            one_job = [item for item, each in zip(settings, parsed) if not each.is_sweep_override()]
+            config = compose("train", overrides=one_job, return_hydra_config=True)
+    except SystemExit as exited:
+        raise RunFailed(str(exited.code)) from None
+    sweep = len(settings) < len(overrides) or config.hydra.mode == RunMode.MULTIRUN
+    key = "hydra.sweep.dir" if sweep else "hydra.run.dir"
+    return key, Path(OmegaConf.select(config, key))
+
+
+@contextmanager
+def command_line(argv: list[str]) -> Iterator[None]:
+    """sys.argv as `python ARGV` gives it, and the logging that a run's Hydra sets up put back as it was after (its
+    handlers closed): the kernel goes on, and another run's log is not written into this run's train.log."""
+    root = logging.getLogger()
+    handlers, level, saved = root.handlers[:], root.level, sys.argv
+    sys.argv = argv
+    try:
+        yield
+    finally:
+        for handler in root.handlers:
+            if handler not in handlers:
+                handler.close()
+        root.handlers, sys.argv = handlers, saved
+        root.setLevel(level)
+
+
+@dataclass(frozen=True)
+class Size:
+    """The size the notebook's experiments run at: `overrides` added to each, and why this one."""
+
+    name: str
+    overrides: tuple[str, ...]
+    why: str
+
+    def __str__(self) -> str:
+        return f"size {self.name}: {self.why}"
+
+
+SIZES = {
+    "presets": Size("presets", (), "each experiment at its preset's own size"),
+    "cpu": Size("cpu", ("+notebook=cpu",), "configs/notebook/cpu.yaml: 500 steps an experiment, as the leak preset"),
+    "test": Size("test", ("+notebook=test",), "configs/notebook/test.yaml, the quickest: 60 steps on a short context"),
+}
+SIZE_SETTING = "TINYLM_NOTEBOOK_SIZE"  # one of SIZES' names, else the size fits the machine
+
+
+def size() -> Size:
+    """The presets' size where a GPU is (CUDA), the CPU's size elsewhere; TINYLM_NOTEBOOK_SIZE, where the environment
+    sets it, names the size instead."""
+    named = os.environ.get(SIZE_SETTING)
+    if named:
+        if named not in SIZES:
+            raise RunFailed(f"{SIZE_SETTING}={named}: the notebook's sizes are {', '.join(SIZES)}")
+        chosen = SIZES[named]
+        return Size(chosen.name, chosen.overrides, f"{chosen.why} ({SIZE_SETTING}={named})")
+    if torch.cuda.is_available():
+        return Size("presets", (), f"{SIZES['presets'].why}, as a GPU is here ({torch.cuda.get_device_name()})")
+    return Size("cpu", SIZES["cpu"].overrides, f"{SIZES['cpu'].why}, as no GPU is here")

@@ -1,0 +1,141 @@
+"""notebooks/lesson.ipynb: kept without outputs, its cells its paired script's; executed end to end in a kernel of its
+own at its quickest size (nbclient), its last cell reading the leak's losses back from the runs' events in the lesson's
+order; in the same kernel, a bad setting and a second sweep into the first's directory refused in one line each, and a
+kernel interrupt stopping a run with its checkpoint, as Ctrl-C does."""
+
+import ast
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+if not os.environ.get("CI"):  # CI installs the extra (.ci/run): there a missing one fails these tests
+    for module in ("nbclient", "jupytext", "ipykernel", "anywidget"):
+        pytest.importorskip(module, reason='needs the notebook extra: pip install -e ".[notebook]"')
+
+import jupytext  # noqa: E402
+import nbformat  # noqa: E402
+from nbclient import NotebookClient  # noqa: E402
+from nbclient.exceptions import CellExecutionError  # noqa: E402
+
+LESSON = ROOT / "notebooks" / "lesson.ipynb"
+CELL_SECONDS = 600  # a cell's limit: the runs of the quickest size take seconds, on a busy machine minutes
+
+
+@pytest.fixture(scope="module")
+def lesson(tmp_path_factory):
+    """The lesson executed cell by cell in a kernel started for it, at its quickest size (TINYLM_NOTEBOOK_SIZE=test),
+    in a directory of its own; then the client, whose kernel the tests below go on in, and that directory."""
+    where = tmp_path_factory.mktemp("lesson")
+    notebook = nbformat.read(LESSON, as_version=4)
+    client = NotebookClient(notebook, timeout=CELL_SECONDS, resources={"metadata": {"path": str(where)}})
+    environment = dict(os.environ, TINYLM_NOTEBOOK_SIZE="test")
+    try:
+        with client.setup_kernel(env=environment):
+            for index, cell in enumerate(notebook.cells):
+                client.execute_cell(cell, index)
+            yield client, where
+    finally:
+        stop_tensorboards_in(where)
+
+
+def stop_tensorboards_in(where: Path) -> None:
+    """The TensorBoard that the notebook's %tensorboard started (it outlives the kernel), found by its directory."""
+    from tensorboard import manager
+
+    for info in manager.get_all():
+        try:
+            if Path(f"/proc/{info.pid}/cwd").resolve() == where.resolve():
+                os.kill(info.pid, signal.SIGTERM)
+        except OSError:  # ended already
+            pass
+
+
+def test_the_notebook_is_kept_without_outputs_and_holds_its_paired_scripts_cells():
+    kept = nbformat.read(LESSON, as_version=4)
+    script = jupytext.read(LESSON.with_suffix(".py"))
+    assert [(cell.cell_type, cell.source) for cell in kept.cells] == [
+        (cell.cell_type, cell.source) for cell in script.cells
+    ]
+    code = [cell for cell in kept.cells if cell.cell_type == "code"]
+    assert all(cell.outputs == [] and cell.execution_count is None for cell in code)
+
+
+@pytest.mark.slow
+def test_the_lesson_runs_end_to_end_and_its_last_cell_reads_the_leak_back_in_the_lessons_order(lesson):
+    client, _ = lesson
+    cells = [cell for cell in client.nb.cells if cell.cell_type == "code"]
+    assert all(output.output_type != "error" for cell in cells for output in cell.outputs)
+    assert cells[0].outputs[0].text.startswith("size test: configs/notebook/test.yaml")
+    tensorboard = next(cell for cell in cells if "%tensorboard" in cell.source)
+    assert any("text/html" in output.get("data", {}) for output in tensorboard.outputs), tensorboard.outputs
+    losses = ast.literal_eval(cells[-1].outputs[0].data["text/plain"])
+    masked, unmasked = losses["masked"], losses["unmasked"]
+    # Without the mask the model reads the token it predicts; the same model with the mask put back is the worst.
+    assert unmasked["val/loss"] < masked["val/loss"] < unmasked["val/loss_causal"]
+
+
+def run_cell(client, source: str) -> nbformat.NotebookNode:
+    """`source` run as one more cell of the lesson, in its kernel; the cell with its outputs, an error allowed."""
+    cell = nbformat.v4.new_code_cell(source, metadata={"tags": ["raises-exception"]})
+    client.nb.cells.append(cell)
+    client.execute_cell(cell, len(client.nb.cells) - 1)
+    return cell
+
+
+def error_lines(cell: nbformat.NotebookNode) -> list[str]:
+    [error] = [output for output in cell.outputs if output.output_type == "error"]
+    return error.traceback
+
+
+@pytest.mark.slow
+def test_a_bad_setting_and_a_second_sweep_into_the_firsts_directory_end_the_cell_in_one_line(lesson):
+    client, where = lesson
+    assert error_lines(run_cell(client, 'lab.train("model.d_kk=3")')) == [
+        "error: model.d_kk: Key 'd_kk' not in 'ModelConfig'"
+    ]
+    [leak] = (where / "multirun" / "leak").iterdir()
+    again = run_cell(client, f'lab.train("+experiment=leak", *size.overrides, "hydra.sweep.dir={leak}")')
+    [line] = error_lines(again)
+    assert line.startswith(f"error: hydra.sweep.dir={leak}: ")
+    assert sorted(path.name for path in leak.iterdir() if path.is_dir()) == [
+        "0_model.causal=True",
+        "1_model.causal=False",
+    ]
+
+
+def interrupt_once_saved(client, checkpoint: Path) -> None:
+    """The kernel interrupt of JupyterLab's ■ (jupyter_client's: SIGINT to the kernel's process group), once the run
+    has written `checkpoint`."""
+    deadline = time.monotonic() + CELL_SECONDS
+    while not checkpoint.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    os.killpg(os.getpgid(client.km.provisioner.process.pid), signal.SIGINT)
+
+
+@pytest.mark.slow
+def test_a_kernel_interrupt_stops_a_run_with_its_checkpoint_and_says_how_to_resume_it(lesson, tmp_path):
+    from trainer.checkpoint import glance
+
+    client, _ = lesson
+    run_dir = tmp_path / "stopped"
+    interrupter = threading.Thread(target=interrupt_once_saved, args=(client, run_dir / "last.pt"))
+    interrupter.start()
+    try:
+        cell = run_cell(client, f'lab.train(*size.overrides, "trainer.max_steps=100000", "hydra.run.dir={run_dir}")')
+    except CellExecutionError as error:  # the interrupt came outside the cell's run
+        pytest.fail(str(error))
+    finally:
+        interrupter.join()
+    [stopped] = [output.text for output in cell.outputs if output.get("name") == "stderr"]
+    step = glance(run_dir / "last.pt")["step"]
+    assert stopped == (
+        f"stopped by SIGINT after step {step}; {run_dir / 'last.pt'} holds it. "
+        f"Resume with: python train.py trainer.resume={run_dir}\n"
+    )
+    assert error_lines(cell) == ["the run stopped (exit status 130), as the line above says"]
