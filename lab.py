@@ -125,7 +125,7 @@ class Size:
 
 SIZES = {
     "presets": Size("presets", (), "each experiment at its preset's own size"),
-    "cpu": Size("cpu", ("+notebook=cpu",), "configs/notebook/cpu.yaml: 500 steps an experiment, as the leak preset"),
+    "cpu": Size("cpu", ("+notebook=cpu",), "configs/notebook/cpu.yaml: 300 steps an experiment"),
     "test": Size("test", ("+notebook=test",), "configs/notebook/test.yaml, the quickest: 60 steps on a short context"),
 }
 SIZE_SETTING = "TINYLM_NOTEBOOK_SIZE"  # one of SIZES' names, else the size fits the machine

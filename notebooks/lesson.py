@@ -71,9 +71,8 @@ size = lab.size()
 print(size)
 
 # %% [markdown]
-# Each experiment below runs at the size printed above: on a GPU each preset's own size; on a CPU 500 steps an
-# experiment, the leak preset's own (its two runs: 41 s on 2 quiet cores), which the other two are cut to
-# (`docs/notebook.md` has their times).
+# Each experiment below runs at the size printed above: on a GPU each preset's own size; on a CPU 300 steps an
+# experiment, so that each takes about a minute on 2 cores (`docs/notebook.md` has their times).
 #
 # ## 1. The numeric trace, on the lesson's numbers
 #

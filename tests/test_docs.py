@@ -25,7 +25,6 @@ MACHINE_PATH = re.compile(r"(?<![\w.~-])/(tmp|work|home|root|Users|mnt|private|v
 # project's issue ("huggingface/transformers issue 17121") is a citation; "once a session" is pytest's.
 PROCESS_WORDS = re.compile(r"\brounds? \d+|\bround-\d+|\bthis round\b|(?<!once a )\bsessions?\b")
 ISSUE = re.compile(r"(\S*)\s*\bissues? #?\d+")  # group 1: the word before, "owner/repo" for a citation
-OWN_PROCESS_LOG = {"tests.md"}  # the suite's cost, measurement by measurement, kept by its maintainers
 
 
 def code_lines(text: str) -> list[str]:
@@ -210,6 +209,5 @@ def test_the_docs_link_only_to_files_that_exist(path):
 def test_the_docs_hold_no_path_of_one_machine_and_no_word_of_how_they_were_made(path):
     text = path.read_text()
     assert MACHINE_PATH.findall(text) == []
-    if path.name not in OWN_PROCESS_LOG:
-        own_issues = [match.group() for match in ISSUE.finditer(text) if "/" not in match.group(1)]
-        assert [match.group() for match in PROCESS_WORDS.finditer(text)] + own_issues == []
+    own_issues = [match.group() for match in ISSUE.finditer(text) if "/" not in match.group(1)]
+    assert [match.group() for match in PROCESS_WORDS.finditer(text)] + own_issues == []
