@@ -2,6 +2,7 @@
 them, and what it cannot represent is refused in one line naming the setting. Tiny models with random weights, and
 the session's trained leak sweep."""
 
+import importlib.util
 import math
 import os
 
@@ -16,10 +17,9 @@ from viewer.checkpoints import choose, load
 from viewer.predictions import looked_again
 from viewer.trace import trace
 
-if not os.environ.get("CI"):  # CI installs the extra (.ci/run): there a missing TransformerLens fails these tests
-    pytest.importorskip("transformer_lens", reason='needs TransformerLens, the extra: pip install -e ".[lens]"')
-
-from viewer.lens import lens_problems, transformer_lens_model  # noqa: E402 (it imports TransformerLens)
+# CI installs the extra (.ci/run): there a missing TransformerLens fails these tests.
+if not os.environ.get("CI") and importlib.util.find_spec("transformer_lens") is None:
+    pytest.skip('needs TransformerLens, the extra: pip install -e ".[lens]"', allow_module_level=True)
 
 TEXT = "To be, or not to be, that is the question"
 TOKENIZER = train_tokenizer(TokenizerConfig(), TEXT)
@@ -44,6 +44,15 @@ REFUSED = {  # setting -> the start of its one line
 }
 
 
+@pytest.fixture(scope="module")
+def lens():
+    """viewer/lens.py, imported by the worker that runs these tests: TransformerLens takes seconds to import, which
+    every worker would otherwise pay while it collects the suite."""
+    from viewer import lens
+
+    return lens
+
+
 def tiny_model(**settings) -> TinyLM:
     """A TinyLM of TINY's size with every weight moved off its init: the norms' gains and biases and the MLP's
     biases are not their ones and zeros, so a weight copied to the wrong place shows in the logits."""
@@ -56,20 +65,20 @@ def tiny_model(**settings) -> TinyLM:
 
 
 @pytest.mark.parametrize("settings", SETTINGS.values(), ids=SETTINGS.keys())
-def test_transformer_lens_computes_tinylms_logits_and_attention(settings):
+def test_transformer_lens_computes_tinylms_logits_and_attention(settings, lens):
     model = tiny_model(**settings)
     ids = torch.tensor([IDS])
-    logits, cache = transformer_lens_model(model).run_with_cache(ids)
+    logits, cache = lens.transformer_lens_model(model).run_with_cache(ids)
     with torch.no_grad():
         assert (logits - model(ids)).abs().max() < 1e-5
     for n, layer in enumerate(trace(model, IDS)):
         assert (cache[f"blocks.{n}.attn.hook_pattern"][0, 0] - layer.weights).abs().max() < 1e-6
 
 
-def test_the_scores_rebuilt_from_the_cached_q_and_k_are_those_tinylm_feeds_the_softmax():
+def test_the_scores_rebuilt_from_the_cached_q_and_k_are_those_tinylm_feeds_the_softmax(lens):
     """docs/transformer-lens.md's way to the scores: q k^T / sqrt(d_k), capped, masked, from hook_q and hook_k."""
     model = tiny_model(softcap=2.0)
-    _, cache = transformer_lens_model(model).run_with_cache(torch.tensor([IDS]))
+    _, cache = lens.transformer_lens_model(model).run_with_cache(torch.tensor([IDS]))
     q, k = cache["blocks.0.attn.hook_q"][0, :, 0], cache["blocks.0.attn.hook_k"][0, :, 0]
     scores = 2.0 * torch.tanh(q @ k.T / math.sqrt(q.size(-1)) / 2.0)
     future = torch.ones_like(scores, dtype=torch.bool).triu(1)
@@ -77,14 +86,14 @@ def test_the_scores_rebuilt_from_the_cached_q_and_k_are_those_tinylm_feeds_the_s
 
 
 @pytest.mark.xfail(strict=True, reason="TransformerLens 4.3's native attention hands hook_attn_scores its pattern")
-def test_hook_attn_scores_holds_the_scores():
+def test_hook_attn_scores_holds_the_scores(lens):
     """When TransformerLens fixes this, this test fails (strict): docs/transformer-lens.md then drops its warning."""
     model = tiny_model()
-    _, cache = transformer_lens_model(model).run_with_cache(torch.tensor([IDS]))
+    _, cache = lens.transformer_lens_model(model).run_with_cache(torch.tensor([IDS]))
     torch.testing.assert_close(cache["blocks.0.attn.hook_attn_scores"][0, 0], trace(model, IDS)[0].fed)
 
 
-def test_patching_a_querys_pattern_gives_tinylms_counterfactual_logits():
+def test_patching_a_querys_pattern_gives_tinylms_counterfactual_logits(lens):
     """A query's row of the pattern replaced by a uniform look through hook_pattern, as the Attention tab's
     counterfactual (d) replaces it through tinylm's own reweigh: the same next-token logits."""
     model, i = tiny_model(n_layer=2), 7
@@ -94,39 +103,39 @@ def test_patching_a_querys_pattern_gives_tinylms_counterfactual_logits():
         pattern[:, :, i] = uniform
         return pattern
 
-    lens = transformer_lens_model(model)
-    patched = lens.run_with_hooks(torch.tensor([IDS]), fwd_hooks=[("blocks.1.attn.hook_pattern", look_uniformly)])
+    opened = lens.transformer_lens_model(model)
+    patched = opened.run_with_hooks(torch.tensor([IDS]), fwd_hooks=[("blocks.1.attn.hook_pattern", look_uniformly)])
     expected = looked_again(model, torch.tensor([IDS]), 1, [i], uniform[None])[0]
     assert (patched[0, i] - expected).abs().max() < 1e-5
-    assert (patched[0, i] - lens(torch.tensor([IDS]))[0, i]).abs().max() > 1e-2  # the patch changed the prediction
+    assert (patched[0, i] - opened(torch.tensor([IDS]))[0, i]).abs().max() > 1e-2  # the patch changed the prediction
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("job", ["0_*", "1_*"], ids=["masked", "unmasked"])
-def test_a_trained_runs_checkpoint_opens_with_its_logits_and_attention(leak_sweep, job):
+def test_a_trained_runs_checkpoint_opens_with_its_logits_and_attention(leak_sweep, job, lens):
     trained = load(choose(next(leak_sweep.glob(job))).path)
     ids = trained.tokenizer.encode(TEXT).ids[: trained.model.config.block_size]
-    logits, cache = transformer_lens_model(trained.model).run_with_cache(torch.tensor([ids]))
+    logits, cache = lens.transformer_lens_model(trained.model).run_with_cache(torch.tensor([ids]))
     with torch.no_grad():
         assert (logits[0] - trained.model(torch.tensor([ids]))[0]).abs().max() < 1e-5
     assert (cache["blocks.0.attn.hook_pattern"][0, 0] - trace(trained.model, ids)[0].weights).abs().max() < 1e-6
 
 
 @pytest.mark.parametrize("settings, line", REFUSED.values(), ids=REFUSED.keys())
-def test_a_setting_transformer_lens_cannot_represent_is_refused_in_one_line_naming_it(settings, line):
+def test_a_setting_transformer_lens_cannot_represent_is_refused_in_one_line_naming_it(settings, line, lens):
     with pytest.raises(ConfigError) as refused:
-        transformer_lens_model(TinyLM(ModelConfig(vocab_size=5, **TINY | settings)))
+        lens.transformer_lens_model(TinyLM(ModelConfig(vocab_size=5, **TINY | settings)))
     assert str(refused.value).startswith(line) and "\n" not in str(refused.value)
 
 
-def test_every_setting_refused_is_named_in_the_one_line():
+def test_every_setting_refused_is_named_in_the_one_line(lens):
     config = ModelConfig(vocab_size=5, **TINY | {"d_k": 8, "mask_value": -1e4, "qk_norm": True})
-    assert len(lens_problems(config)) == 3
+    assert len(lens.lens_problems(config)) == 3
     with pytest.raises(ConfigError, match=r"^model\.d_k=8 .*; model\.mask_value=.*; model\.qk_norm=True: [^\n]*$"):
-        transformer_lens_model(TinyLM(config))
+        lens.transformer_lens_model(TinyLM(config))
 
 
-def test_a_fill_in_the_blank_model_reads_a_text_with_blanks_as_tinylm_does():
+def test_a_fill_in_the_blank_model_reads_a_text_with_blanks_as_tinylm_does(lens):
     """task=fill_blank's model: unmasked, with the blank a token of its own in the input (QK-norm, which the encoder
     preset trains with, is refused above)."""
     from task import task_for
@@ -140,4 +149,4 @@ def test_a_fill_in_the_blank_model_reads_a_text_with_blanks_as_tinylm_does():
     ids = torch.tensor([task.encode("To be, or n_t to _e", "text")])
     assert task.blank in ids
     with torch.no_grad():
-        assert (transformer_lens_model(model)(ids) - model(ids)).abs().max() < 1e-5
+        assert (lens.transformer_lens_model(model)(ids) - model(ids)).abs().max() < 1e-5

@@ -4,6 +4,7 @@ order; in the same kernel, a bad setting and a second sweep into the first's dir
 kernel interrupt stopping a run with its checkpoint, as Ctrl-C does."""
 
 import ast
+import importlib.util
 import os
 import signal
 import threading
@@ -14,14 +15,12 @@ import pytest
 
 from conftest import ROOT
 
-if not os.environ.get("CI"):  # CI installs the extra (.ci/run): there a missing one fails these tests
-    for module in ("nbclient", "jupytext", "ipykernel", "anywidget"):
-        pytest.importorskip(module, reason='needs the notebook extra: pip install -e ".[notebook]"')
+NOTEBOOK_EXTRA = ("nbclient", "jupytext", "ipykernel", "anywidget")
 
-import jupytext  # noqa: E402
-import nbformat  # noqa: E402
-from nbclient import NotebookClient  # noqa: E402
-from nbclient.exceptions import CellExecutionError  # noqa: E402
+# CI installs the extra (.ci/run): there a missing one fails these tests. The modules themselves are imported by the
+# tests that use them: nbclient and jupytext take seconds, which every worker would pay while it collects the suite.
+if not os.environ.get("CI") and any(importlib.util.find_spec(module) is None for module in NOTEBOOK_EXTRA):
+    pytest.skip('needs the notebook extra: pip install -e ".[notebook]"', allow_module_level=True)
 
 LESSON = ROOT / "notebooks" / "lesson.ipynb"
 CELL_SECONDS = 600  # a cell's limit: the runs of the quickest size take seconds, on a busy machine minutes
@@ -31,6 +30,9 @@ CELL_SECONDS = 600  # a cell's limit: the runs of the quickest size take seconds
 def lesson(tmp_path_factory):
     """The lesson executed cell by cell in a kernel started for it, at its quickest size (TINYLM_NOTEBOOK_SIZE=test),
     in a directory of its own; then the client, whose kernel the tests below go on in, and that directory."""
+    import nbformat
+    from nbclient import NotebookClient
+
     where = tmp_path_factory.mktemp("lesson")
     notebook = nbformat.read(LESSON, as_version=4)
     client = NotebookClient(notebook, timeout=CELL_SECONDS, resources={"metadata": {"path": str(where)}})
@@ -57,6 +59,9 @@ def stop_tensorboards_in(where: Path) -> None:
 
 
 def test_the_notebook_is_kept_without_outputs_and_holds_its_paired_scripts_cells():
+    import jupytext
+    import nbformat
+
     kept = nbformat.read(LESSON, as_version=4)
     script = jupytext.read(LESSON.with_suffix(".py"))
     assert [(cell.cell_type, cell.source) for cell in kept.cells] == [
@@ -80,15 +85,17 @@ def test_the_lesson_runs_end_to_end_and_its_last_cell_reads_the_leak_back_in_the
     assert unmasked["val/loss"] < masked["val/loss"] < unmasked["val/loss_causal"]
 
 
-def run_cell(client, source: str) -> nbformat.NotebookNode:
+def run_cell(client, source: str):
     """`source` run as one more cell of the lesson, in its kernel; the cell with its outputs, an error allowed."""
+    import nbformat
+
     cell = nbformat.v4.new_code_cell(source, metadata={"tags": ["raises-exception"]})
     client.nb.cells.append(cell)
     client.execute_cell(cell, len(client.nb.cells) - 1)
     return cell
 
 
-def error_lines(cell: nbformat.NotebookNode) -> list[str]:
+def error_lines(cell) -> list[str]:
     [error] = [output for output in cell.outputs if output.output_type == "error"]
     return error.traceback
 
@@ -120,6 +127,8 @@ def interrupt_once_saved(client, checkpoint: Path) -> None:
 
 @pytest.mark.slow
 def test_a_kernel_interrupt_stops_a_run_with_its_checkpoint_and_says_how_to_resume_it(lesson, tmp_path):
+    from nbclient.exceptions import CellExecutionError
+
     from trainer.checkpoint import glance
 
     client, _ = lesson
