@@ -65,13 +65,13 @@ def tensorboard(logdir: Path, log_path: Path, *extra: str) -> Iterator[str]:
 
 
 @contextmanager
-def browser_page(height: int = 900) -> Iterator[object]:
+def browser_page(height: int = 900, width: int = WIDTH) -> Iterator[object]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
         try:
-            yield browser.new_page(viewport={"width": WIDTH, "height": height})
+            yield browser.new_page(viewport={"width": width, "height": height})
         finally:
             browser.close()
 

@@ -123,11 +123,15 @@ def main() -> None:
     parser.add_argument("--query", type=int, help="the query row each panel keeps (default: the last token)")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--height", type=int, default=2000)
+    parser.add_argument("--width", type=int, default=2000, help="wide enough for two runs' panels side by side")
     parser.add_argument("--time", action="store_true", help="first, how long typing takes to redraw the panels")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="tinylm-lab-") as scratch:
         write_notebook(Path(scratch), args.logdir)
-        with jupyter_lab(Path(scratch), Path(scratch) / "lab.log") as url, browser_page(args.height) as page:
+        with (
+            jupyter_lab(Path(scratch), Path(scratch) / "lab.log") as url,
+            browser_page(args.height, args.width) as page,
+        ):
             open_panel(page, url)
             if args.time:
                 time_redraws(page, args.text)
