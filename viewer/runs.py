@@ -43,9 +43,8 @@ def list_runs(root: Path, named: Callable[[Path, Path], str] | None = None) -> l
     entries = [run_checkpoints(run_dir, run_dir.relative_to(root).as_posix(), named) for run_dir in find_run_dirs(root)]
     for entry in entries:
         entry.overrides = naming_overrides(read_overrides(entry.run_dir))
-    shared = shared_overrides(
-        [entry.overrides for entry in entries if entry.overrides]
-    )  # a run Hydra did not start has none
+    # A run Hydra did not start has no overrides, and takes no part in what the others share.
+    shared = shared_overrides([entry.overrides for entry in entries if entry.overrides])
     for entry in entries:
         distinct = distinct_overrides(entry.overrides, shared) or entry.overrides
         entry.label = " ".join(distinct) or switches_of(entry)
@@ -79,8 +78,7 @@ def checkpoint_at(entry: RunCheckpoints, step: int | None) -> Path:
         return entry.checkpoint
     found = next((kept.path for kept in entry.steps if kept.step == step), None)
     if found is None:
-        kept = ", ".join(str(kept.step) for kept in entry.steps) or "none"
-        raise ConfigError(f"step={step}: {entry.name} kept no checkpoint at that step (kept: {kept})")
+        raise ConfigError(f"step={step}: {entry.name} kept no checkpoint at that step (kept: {steps_listed(entry)})")
     return found
 
 
@@ -94,12 +92,16 @@ def load_at(entry: RunCheckpoints, step: int | None) -> tuple[Path, Checkpoint]:
         if path.exists():
             raise
     entry.steps = steps_of(entry.run_dir, entry.checkpoint)
-    kept = ", ".join(str(kept.step) for kept in entry.steps) or "none"
     step = entry.step if step is None else step
     raise ConfigError(
         f"step={step}: {entry.name} no longer keeps it: the run thins its kept checkpoints as it trains (kept now: "
-        f"{kept})"
+        f"{steps_listed(entry)})"
     )
+
+
+def steps_listed(entry: RunCheckpoints) -> str:
+    """The steps the run can be read at, as a refusal names them: "0, 5, 10", or "none"."""
+    return ", ".join(str(kept.step) for kept in entry.steps) or "none"
 
 
 def switches_of(entry: RunCheckpoints) -> str:
