@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The CUDA paths no CPU test reaches, in one run of about 5-8 minutes on one GPU (NOT RUN YET: written on a
-# CPU-only machine; the first person with a GPU runs it once and fixes what breaks):
+# The CUDA paths no CPU test reaches, in one run of about 7 minutes on one GPU (its results on an H200 are in
+# docs/benchmark.md#gpu):
 #   - the default model and the leak preset in fp32, bf16 and fp16 (fp16 with its GradScaler),
 #   - one torch.compile run, one one-GPU torchrun over nccl,
 #   - tokens/s and model-FLOPs utilisation (bench.py) in each precision, beside the same on this machine's CPU,
