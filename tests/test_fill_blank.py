@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from conftest import BLANKS, cli, compose_config
-from data import TokenizerConfig, train_tokenizer
+from data import DataError, TokenizerConfig, train_tokenizer
 from model import ModelConfig
 from task import IGNORE, task_for
 from task.curves import batches_loss
@@ -68,6 +68,14 @@ def test_the_blank_is_a_token_no_typed_text_gives():
     assert task.encode("To _ or", "text").count(task.blank) == 1
     typed = task.encode(f"To \\_ or {BLANK}", "text")  # a literal marker, and the name typed
     assert task.blank not in typed and task.tokenizer.decode(typed) == f"To _ or {BLANK}"
+
+
+def test_a_typed_nul_is_a_character_of_the_text_not_an_escaped_marker():
+    task = filler(text=f"{TEXT}\0_")
+    ids = task.encode("b\0o _\\_", "text")
+    assert ids == [task.tokenizer.token_to_id(char) for char in "b\0o "] + [task.blank, task.tokenizer.token_to_id("_")]
+    with pytest.raises(DataError, match=r"^text: '\\x00' never occurred in this model's training text$"):
+        filler().encode("b\0o _", "text")  # the refusal names the NUL typed, not the marker
 
 
 @pytest.mark.slow
