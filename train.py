@@ -20,7 +20,7 @@ from omegaconf import DictConfig
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 from trainer import distributed
-from trainer.checkpoint import BEST, Checkpointer, load_checkpoint, unwritable_events
+from trainer.checkpoint import BEST, Checkpointer, from_events_writer, load_checkpoint, unwritable_events
 from trainer.cli import one_line_errors, run_with_one_line_errors
 from trainer.config import TrainConfig, objective_key, register_schema, to_train_config
 from trainer.distributed import Ranks, pick_device
@@ -60,7 +60,7 @@ def train(
         try:
             return training_loop(config, run_dir, checkpoint, ranks)
         except OSError as error:
-            if error.filename:  # a file tinylm opened: trainer/cli.py names it
+            if not from_events_writer(error):  # any other names its file: trainer/cli.py says it
                 raise
             raise unwritable_events(run_dir, error) from None  # TensorBoard's writer thread names no file
 

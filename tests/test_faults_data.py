@@ -3,6 +3,8 @@ data.path is called one. Through the real command, with real signals."""
 
 import logging
 import random
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -10,9 +12,12 @@ import time
 from pathlib import Path
 
 import pytest
+from test_faults_trainer import small_disk  # noqa: F401 (a fixture)
+from torch.utils.tensorboard import SummaryWriter
 
-from conftest import ROOT, Forked, cli
+from conftest import ROOT, SHORT, Forked, cli
 from data import DataConfig, DataError, Source, TokenizerConfig, load_text, prepare_tokens
+from trainer.checkpoint import from_events_writer
 
 WORDS = "to be or not that is the question whether tis nobler in mind suffer slings arrows outrageous fortune".split()
 
@@ -168,3 +173,26 @@ def test_stdin_redirected_from_a_file_is_that_file_and_reads_as_text(tmp_path):
             [sys.executable, "-c", READ_STDIN], cwd=ROOT, stdin=stdin, capture_output=True, text=True, timeout=60
         )
     assert (result.returncode, result.stdout) == (0, "to be, or not to be\n\n"), result.stderr
+
+
+@pytest.mark.slow
+def test_a_token_cache_on_a_full_disk_is_named_and_a_full_disk_under_the_events_is_the_events(
+    small_disk,  # noqa: F811 (test_faults_trainer's fixture)
+    tmp_path,
+):
+    cache = small_disk / "cache"
+    cache.mkdir()
+    (small_disk / "filler").write_bytes(b"\0" * shutil.disk_usage(small_disk).free)
+    result = cli("train.py", *SHORT, f"data.cache_dir={cache}", f"hydra.run.dir={tmp_path / 'run'}")
+    assert result.returncode == 1, result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert re.fullmatch(
+        rf"error: {re.escape(str(cache))}/\.\w+\.\w+\.building/train\.npy: No space left on device", line
+    )
+    assert list(cache.iterdir()) == [], "the unfinished entry is removed"
+    with pytest.raises(OSError) as failed:  # the same disk under TensorBoard's events: named as theirs
+        writer = SummaryWriter(small_disk / "events")
+        for step in range(100_000):  # until the writer thread's failure comes back
+            writer.add_text("sample", "x" * 10_000, step)
+            writer.flush()
+    assert failed.value.filename is None and from_events_writer(failed.value)
