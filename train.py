@@ -21,7 +21,7 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 
 from trainer import distributed
 from trainer.checkpoint import BEST, Checkpointer, from_events_writer, load_checkpoint, unwritable_events
-from trainer.cli import one_line_errors, run_with_one_line_errors
+from trainer.cli import lost_rank, one_line_errors, run_with_one_line_errors
 from trainer.config import TrainConfig, objective_key, register_schema, to_train_config
 from trainer.distributed import Ranks, pick_device
 from trainer.evaluate import estimate_loss
@@ -41,7 +41,7 @@ from trainer.run_dir import (
     resume_dir,
 )
 from trainer.schedule import Schedule
-from trainer.stopping import Interrupted, NonFiniteGuard, StopSignals
+from trainer.stopping import Interrupted, NonFiniteGuard, PeerWatch, StopSignals
 
 log = logging.getLogger("tinylm")
 register_schema()
@@ -83,7 +83,8 @@ def training_loop(config: TrainConfig, run_dir: Path, checkpoint: Optional[dict]
             lr = learning_rate(step, optim, schedule.max_steps)
             x, y = run.batch()
             on_gradients = recorder.gradient_norms(step) if schedule.logs(step) else None
-            loss = run.train_step(x, y, lr, on_gradients)
+            with ranks.waiting():  # DDP's backward waits on every rank
+                loss = run.train_step(x, y, lr, on_gradients)
             run.step = step
             run.loss_sum += loss  # in place, on the device: reading it would wait for the step
             guard.watch(step, loss)
@@ -143,7 +144,7 @@ def main(cfg: DictConfig) -> float:
         ranks = distributed.start(config.trainer.device)
         distributed.quiet_other_ranks(ranks)
         started = time.perf_counter()
-        with logging_redirect_tqdm():
+        with logging_redirect_tqdm(), PeerWatch(ranks, on_lost=lost_rank):  # a rank lost while another waits on it
             try:
                 losses = train(config, run_dir, checkpoint, ranks)
             finally:
