@@ -4,14 +4,13 @@
 import shutil
 import signal
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import torch
 
 import train
-from conftest import SHORT, Forked, cli, short_run
+from conftest import SHORT, Forked, cli, short_run, wait_for
 from trainer.checkpoint import KEPT_FORMAT, KEPT_KEYS, kept_checkpoints, kept_steps, load_checkpoint
 from trainer.cli import run_with_one_line_errors
 
@@ -124,16 +123,27 @@ def test_a_resumed_run_keeps_by_the_same_policy_and_a_branch_keeps_its_own(kept_
     assert steps_on_disk(run_dir) == parent  # the parent's stay as they were
 
 
+# Once step 30 is kept, the run says so and waits there: the kill lands before step 40's last.pt however slow the
+# machine, a condition the test makes rather than a race it hopes to win.
+HOLD_AT_KEPT_30 = """
+import trainer.checkpoint
+write = trainer.checkpoint.Checkpointer.write
+def write_then_hold(self, state, path):
+    write(self, state, path)
+    if path.name == "step-30.pt":
+        print("kept step 30", flush=True)
+        time.sleep(3600)
+trainer.checkpoint.Checkpointer.write = write_then_hold
+"""
+
+
 @pytest.mark.slow
 def test_resume_auto_after_a_kill_takes_last_pt_though_a_newer_checkpoint_was_kept(tmp_path, cache_dir):
     run_dir = tmp_path / "run"
     settings = [*SHORT, *EVERY_10, f"data.cache_dir={cache_dir}", f"hydra.run.dir={run_dir}", "trainer.resume=auto"]
-    run = Forked(*settings)
-    started = time.monotonic()
-    while not (run_dir / "steps" / "step-30.pt").exists():  # evaluated at 30 and kept; last.pt holds step 20
-        assert run.poll() is None and time.monotonic() - started < 120, run.stderr.read()
-        time.sleep(0.005)
-    run.send_signal(signal.SIGKILL)  # before last.pt at step 40
+    run = Forked(*settings, patch=HOLD_AT_KEPT_30)
+    wait_for(run, "kept step 30")  # evaluated at 30 and kept; last.pt holds step 20
+    run.send_signal(signal.SIGKILL)
     run.wait(timeout=60)
     assert steps_on_disk(run_dir) == [0, 10, 20, 30]
     assert torch.load(run_dir / "last.pt", weights_only=True)["step"] == 20
