@@ -16,7 +16,7 @@ from typing import Optional
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 from trainer import distributed
@@ -44,6 +44,7 @@ from trainer.schedule import Schedule
 from trainer.stopping import Interrupted, NonFiniteGuard, PeerWatch, StopSignals
 
 log = logging.getLogger("tinylm")
+SHARED_SETTINGS = ("encoder",)  # a preset's settings its runs share, named as the group of its runs' configs
 register_schema()
 register_resolvers()  # configs/train.yaml's hydra.run.dir: resumed runs and torchrun ranks share one directory
 
@@ -125,6 +126,19 @@ def evaluate(run: TrainingRun, recorder: Recorder | NullRecorder, checkpointer: 
     return losses
 
 
+def without_shared_settings(cfg: DictConfig, choices: dict) -> DictConfig:
+    """The run's settings with a preset's shared ones taken into the settings that read them and then left out, as
+    no run's schema holds them: +encoder.blank_share, which the blank-filling runs of +experiment=encoder read
+    (configs/encoder/). Given to a run that is not one of the preset's jobs, they are kept, for the schema to refuse."""
+    shared = [key for key in SHARED_SETTINGS if key in cfg and choices.get(key)]
+    if not shared:
+        return cfg
+    settings = OmegaConf.to_container(cfg, resolve=True)
+    for key in shared:
+        del settings[key]
+    return OmegaConf.create(settings)
+
+
 @hydra.main(version_base="1.3", config_path=str(Path(__file__).parent / "configs"), config_name="train")
 def main(cfg: DictConfig) -> float:
     with one_line_errors(), removed_if_refused():  # a start refused before it trains leaves nothing behind
@@ -139,7 +153,7 @@ def main(cfg: DictConfig) -> float:
         else:
             if not cfg.trainer.resume:
                 check_fresh_start(run_dir)  # no run replaces another
-            config = to_train_config(cfg)
+            config = to_train_config(without_shared_settings(cfg, HydraConfig.get().runtime.choices))
         check_memory(config)  # sizes that cannot fit this machine, before any work
         ranks = distributed.start(config.trainer.device)
         distributed.quiet_other_ranks(ranks)
