@@ -8,14 +8,13 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from test_faults_trainer import small_disk  # noqa: F401 (a fixture)
 from torch.utils.tensorboard import SummaryWriter
 
-from conftest import ROOT, SHORT, Forked, cli
+from conftest import ROOT, SHORT, Forked, cli, wait_for
 from data import DataConfig, DataError, Source, TokenizerConfig, load_text, prepare_tokens
 from trainer.checkpoint import from_events_writer
 
@@ -30,8 +29,22 @@ def long_text(path: Path, megabytes: float = 2) -> Path:
     return path
 
 
+# The build holds once its training split is written, until the test stops it: a signal or a kill lands mid-build
+# whatever the machine's load.
+HOLD_IN_STAGING = """
+import data.cache
+write_tokens = data.cache.write_tokens
+def write_then_hold(path, *args):
+    written = write_tokens(path, *args)
+    print("staged", path.name, flush=True)
+    time.sleep(3600)
+    return written
+data.cache.write_tokens = write_then_hold
+"""
+
+
 def start_build(text: Path, cache: Path) -> Forked:
-    """train.py tokenizing `text` into a fresh cache: it stops at the first step, should it get that far."""
+    """train.py tokenizing `text` into a fresh cache, held once it has staged its first file (HOLD_IN_STAGING)."""
     return Forked(
         "data=text",
         f"data.path={text}",
@@ -41,6 +54,7 @@ def start_build(text: Path, cache: Path) -> Forked:
         "trainer.eval_interval=1",
         "trainer.eval_iters=1",
         f"hydra.run.dir={cache.parent / 'run'}",
+        patch=HOLD_IN_STAGING,
     )
 
 
@@ -49,11 +63,9 @@ def staging_dirs(cache: Path) -> list[Path]:
 
 
 def wait_for_staging(build: Forked, cache: Path) -> Path:
-    deadline = time.monotonic() + 60
-    while not (found := staging_dirs(cache)):
-        assert build.poll() is None and time.monotonic() < deadline, build.communicate()
-        time.sleep(0.005)
-    return found[0]
+    wait_for(build, "staged train.npy")
+    [staging] = staging_dirs(cache)
+    return staging
 
 
 @pytest.mark.parametrize("received", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])

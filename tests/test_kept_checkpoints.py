@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_faults_trainer import HOLD_AFTER_WRITE
 
 import train
 from conftest import SHORT, Forked, cli, short_run, wait_for
@@ -123,27 +124,13 @@ def test_a_resumed_run_keeps_by_the_same_policy_and_a_branch_keeps_its_own(kept_
     assert steps_on_disk(run_dir) == parent  # the parent's stay as they were
 
 
-# Once step 30 is kept, the run says so and waits there: the kill lands before step 40's last.pt however slow the
-# machine, a condition the test makes rather than a race it hopes to win.
-HOLD_AT_KEPT_30 = """
-import trainer.checkpoint
-write = trainer.checkpoint.Checkpointer.write
-def write_then_hold(self, state, path):
-    write(self, state, path)
-    if path.name == "step-30.pt":
-        print("kept step 30", flush=True)
-        time.sleep(3600)
-trainer.checkpoint.Checkpointer.write = write_then_hold
-"""
-
-
 @pytest.mark.slow
 def test_resume_auto_after_a_kill_takes_last_pt_though_a_newer_checkpoint_was_kept(tmp_path, cache_dir):
     run_dir = tmp_path / "run"
     settings = [*SHORT, *EVERY_10, f"data.cache_dir={cache_dir}", f"hydra.run.dir={run_dir}", "trainer.resume=auto"]
-    run = Forked(*settings, patch=HOLD_AT_KEPT_30)
-    wait_for(run, "kept step 30")  # evaluated at 30 and kept; last.pt holds step 20
-    run.send_signal(signal.SIGKILL)
+    run = Forked(*settings, patch=HOLD_AFTER_WRITE.format(name="step-30.pt"))
+    wait_for(run, "wrote step-30.pt")  # evaluated at 30 and kept; last.pt holds step 20
+    run.send_signal(signal.SIGKILL)  # before last.pt at step 40: the run holds until then
     run.wait(timeout=60)
     assert steps_on_disk(run_dir) == [0, 10, 20, 30]
     assert torch.load(run_dir / "last.pt", weights_only=True)["step"] == 20
