@@ -283,7 +283,8 @@ _before: Optional[Before] = None  # this process's start, seen by StartRecord
 
 class StartRecord(Callback):
     """Hydra's callback (configs/train.yaml) that sees hydra.run.dir before Hydra makes it and writes into it, so that
-    a start refused before it trains can remove what it made (remove_refused_start). A sweep's jobs are not seen."""
+    a start refused before it trains can remove what it made (remove_refused_start). A sweep's jobs are seen later,
+    by see_job_start."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         global _before
