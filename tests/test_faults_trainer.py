@@ -149,7 +149,8 @@ sys.meta_path.insert(0, SlowImport())
 @pytest.mark.slow
 @pytest.mark.parametrize("received", [signal.SIGINT, signal.SIGTERM])
 def test_a_stop_while_torch_is_imported_ends_in_one_line_with_128_plus_the_signal(received, tmp_path):
-    run = started(SLOW_IMPORT.format(name="torch", seconds=3), f"hydra.run.dir={tmp_path / 'run'}")
+    # The import holds until the signal ends the process: it lands while torch is imported, however loaded the machine.
+    run = started(SLOW_IMPORT.format(name="torch", seconds=3600), f"hydra.run.dir={tmp_path / 'run'}")
     wait_for(run, "importing torch")
     run.send_signal(received)
     assert run.wait(timeout=30) == 128 + received
