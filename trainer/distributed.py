@@ -190,7 +190,7 @@ ENDED, STOPPED, RUNNING = "ended", "stopped answering", "running"
 def lost_ranks(ranks: Ranks) -> dict[int, str]:
     """The ranks lost, each with what became of its process (`unanswering`); with two ranks, the other one."""
     lost = unanswering(ranks)
-    if not lost and ranks.world_size == 2:  # on another host
+    if not lost and ranks.world_size == 2:  # on another host, or not ended yet: the other one all the same
         lost = {1 - ranks.rank: ENDED}
     return lost
 
