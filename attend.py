@@ -24,6 +24,7 @@ import hydra
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
+from data import DataError
 from model.config import Mixer
 from trainer.checkpoint import CheckpointError
 from trainer.cli import one_line_errors, run_with_one_line_errors
@@ -117,6 +118,26 @@ def read_run(run: RunCheckpoints, config: AttendConfig) -> Report:
         raise ConfigError(f"text={config.text!r}: {checkpoint.task.too_short}")
     i = query_index(config.query, reading, predictions)
     return Report(run, path, checkpoint, reading, predictions, i)
+
+
+def read_runs(runs: list[RunCheckpoints], config: AttendConfig) -> tuple[dict[str, Report], dict[str, str]]:
+    """Every run read before anything is printed, by name, and those left out with why: a recurrent run, and a run
+    that cannot read the text (a blank, to a next-token run) where another can. A setting one of them cannot take
+    stops all, in one line; so does a text none of them reads, with the first one's reason."""
+    skipped = {run.name: reason for run in runs if run.checkpoint and (reason := recurrent(run))}
+    readings, refused = {}, {}
+    for run in runs:
+        if run.checkpoint and run.name not in skipped:
+            try:
+                readings[run.name] = read_run(run, config)
+            except DataError as error:
+                refused[run.name] = error
+    if refused and not readings:
+        raise next(iter(refused.values()))
+    skipped |= {name: f"{name}: cannot read this text ({error})" for name, error in refused.items()}
+    if skipped and not readings:
+        raise ConfigError(f"ckpt={config.ckpt}: no run to trace; {'; '.join(skipped.values())}")
+    return readings, skipped
 
 
 def trace_text(reading: Reading, layer: int, i: int) -> str:
@@ -311,11 +332,7 @@ def main(cfg: DictConfig) -> None:
         config = to_typed(AttendConfig, OmegaConf.to_container(cfg))
         check_settings(config)
         runs = runs_of(config.ckpt)
-        # Every run is read before anything is printed: a setting one of them cannot take stops all, in one line.
-        skipped = {run.name: reason for run in runs if run.checkpoint and (reason := recurrent(run))}
-        readings = {run.name: read_run(run, config) for run in runs if run.checkpoint and run.name not in skipped}
-        if skipped and not readings:
-            raise ConfigError(f"ckpt={config.ckpt}: no run to trace; {'; '.join(skipped.values())}")
+        readings, skipped = read_runs(runs, config)
         scale = loss_scale(list(readings.values()))
         for run in runs:
             if run.name in readings:

@@ -16,12 +16,12 @@ from typing import Optional
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 from trainer import distributed
-from trainer.checkpoint import BEST, Checkpointer, load_checkpoint, unwritable_events
-from trainer.cli import one_line_errors, run_with_one_line_errors
+from trainer.checkpoint import BEST, Checkpointer, from_events_writer, load_checkpoint, unwritable_events
+from trainer.cli import lost_rank, one_line_errors, run_with_one_line_errors
 from trainer.config import TrainConfig, objective_key, register_schema, to_train_config
 from trainer.distributed import Ranks, pick_device
 from trainer.evaluate import estimate_loss
@@ -41,9 +41,10 @@ from trainer.run_dir import (
     resume_dir,
 )
 from trainer.schedule import Schedule
-from trainer.stopping import Interrupted, NonFiniteGuard, StopSignals
+from trainer.stopping import Interrupted, NonFiniteGuard, PeerWatch, StopSignals
 
 log = logging.getLogger("tinylm")
+SHARED_SETTINGS = ("encoder",)  # a preset's settings its runs share, named as the group of its runs' configs
 register_schema()
 register_resolvers()  # configs/train.yaml's hydra.run.dir: resumed runs and torchrun ranks share one directory
 
@@ -60,7 +61,7 @@ def train(
         try:
             return training_loop(config, run_dir, checkpoint, ranks)
         except OSError as error:
-            if error.filename:  # a file tinylm opened: trainer/cli.py names it
+            if not from_events_writer(error):  # any other names its file: trainer/cli.py says it
                 raise
             raise unwritable_events(run_dir, error) from None  # TensorBoard's writer thread names no file
 
@@ -83,7 +84,8 @@ def training_loop(config: TrainConfig, run_dir: Path, checkpoint: Optional[dict]
             lr = learning_rate(step, optim, schedule.max_steps)
             x, y = run.batch()
             on_gradients = recorder.gradient_norms(step) if schedule.logs(step) else None
-            loss = run.train_step(x, y, lr, on_gradients)
+            with ranks.waiting():  # DDP's backward waits on every rank
+                loss = run.train_step(x, y, lr, on_gradients)
             run.step = step
             run.loss_sum += loss  # in place, on the device: reading it would wait for the step
             guard.watch(step, loss)
@@ -124,6 +126,19 @@ def evaluate(run: TrainingRun, recorder: Recorder | NullRecorder, checkpointer: 
     return losses
 
 
+def without_shared_settings(cfg: DictConfig, choices: dict) -> DictConfig:
+    """The run's settings with a preset's shared ones taken into the settings that read them and then left out, as
+    no run's schema holds them: +encoder.blank_share, which the blank-filling runs of +experiment=encoder read
+    (configs/encoder/). Given to a run that is not one of the preset's jobs, they are kept, for the schema to refuse."""
+    shared = [key for key in SHARED_SETTINGS if key in cfg and choices.get(key)]
+    if not shared:
+        return cfg
+    settings = OmegaConf.to_container(cfg, resolve=True)
+    for key in shared:
+        del settings[key]
+    return OmegaConf.create(settings)
+
+
 @hydra.main(version_base="1.3", config_path=str(Path(__file__).parent / "configs"), config_name="train")
 def main(cfg: DictConfig) -> float:
     with one_line_errors(), removed_if_refused():  # a start refused before it trains leaves nothing behind
@@ -138,12 +153,12 @@ def main(cfg: DictConfig) -> float:
         else:
             if not cfg.trainer.resume:
                 check_fresh_start(run_dir)  # no run replaces another
-            config = to_train_config(cfg)
+            config = to_train_config(without_shared_settings(cfg, HydraConfig.get().runtime.choices))
         check_memory(config)  # sizes that cannot fit this machine, before any work
         ranks = distributed.start(config.trainer.device)
         distributed.quiet_other_ranks(ranks)
         started = time.perf_counter()
-        with logging_redirect_tqdm():
+        with logging_redirect_tqdm(), PeerWatch(ranks, on_lost=lost_rank):  # a rank lost while another waits on it
             try:
                 losses = train(config, run_dir, checkpoint, ranks)
             finally:

@@ -1,7 +1,9 @@
 """Token ids on disk: one-dimensional .npy files, written a part at a time and read back as memory maps."""
 
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO, Iterable
+from typing import BinaryIO
 
 import numpy as np
 from numpy.lib import format as npy
@@ -9,19 +11,39 @@ from numpy.lib import format as npy
 
 def write_tokens(path: Path, dtype: np.dtype, parts: Iterable[np.ndarray]) -> int:
     """The ids, given a part at a time, as a .npy file; returns how many there are. Written through the file rather
-    than a memory map: pages of a written map count in the process's resident memory until it is closed."""
-    with open(path, "wb") as file:
-        write_header(file, dtype, 0)
+    than a memory map: pages of a written map count in the process's resident memory until it is closed. A write
+    that fails names `path`; the parts are read outside `naming`, so that a failed read of the text stays its own."""
+    file = open(path, "wb")
+    try:
+        with naming(path):
+            write_header(file, dtype, 0)
         start, length = file.tell(), 0
         for ids in parts:
-            file.write(ids.astype(dtype, copy=False).tobytes())
+            with naming(path):
+                file.write(ids.astype(dtype, copy=False).tobytes())
             length += len(ids)
-        # numpy pads a header so that the length can grow in place: the rewrite leaves the ids where they are.
-        file.seek(0)
-        write_header(file, dtype, length)
+        with naming(path):
+            # numpy pads a header so that the length can grow in place: the rewrite leaves the ids where they are.
+            file.seek(0)
+            write_header(file, dtype, length)
         if file.tell() != start:
             raise RuntimeError(f"{path}: numpy wrote a longer .npy header for {length} ids than for none")
+    finally:
+        with naming(path):
+            file.close()  # what the buffer still holds is written here
     return length
+
+
+@contextmanager
+def naming(path: Path) -> Iterator[None]:
+    """An OSError of a write to `path` with the file's name, which Python's writes leave out (a full disk's ENOSPC):
+    whoever reports it names the file that failed, not a guess."""
+    try:
+        yield
+    except OSError as error:
+        if error.filename is None:
+            error.filename = str(path)
+        raise
 
 
 def write_header(file: BinaryIO, dtype: np.dtype, length: int) -> None:

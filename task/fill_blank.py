@@ -7,6 +7,7 @@ and val/loss_hidden, the same positions blanked, is what such a model really kno
 Every blanked position is scored and it is always the blank that hides it: no BERT 80/10/10, whose tokens left as
 themselves would put a scored token in the input (and tinylm never fine-tunes, the mismatch 80/10/10 eases)."""
 
+import re
 from typing import TYPE_CHECKING
 
 import torch
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
 
 BLANK = "[BLANK]"  # the blank's token: special, so decoding leaves it out, and never encoded from a person's text
 MARKER = "_"  # where a person's text has a blank; "\_" is the character itself
+ESCAPED = "\\" + MARKER
+MARKS = re.compile(f"({re.escape(ESCAPED)}|{re.escape(MARKER)})")  # split keeps each escape and marker
 BLANK_LABEL = "□"  # how the blank is drawn among a text's tokens
 ONE_BLANK_SEED = 4  # val/loss_one_blank draws its positions from the evaluation's seed + 4
 ONE_BLANK = StripKind("each blanked alone", "val/loss_one_blank", None)
@@ -123,14 +126,19 @@ class FillBlank(Task):
         return not self.settings.hide
 
     def encode(self, text: str, setting: str) -> list[int]:
-        """The text's tokens with the blank where it holds MARKER ("\\_" is the character itself)."""
-        ids, pieces = [], text.replace("\\" + MARKER, "\0").split(MARKER)
-        for i, piece in enumerate(pieces):
-            if i:
+        """The text's tokens with the blank where it holds MARKER ("\\_" is the character itself). The text is cut at
+        each escape and each marker, so that no character a person can type stands in for either."""
+        ids, piece = [], ""
+        for part in MARKS.split(text):
+            if part == MARKER:
+                if piece:
+                    ids += encode_known(self.tokenizer, piece, setting)
                 ids.append(self.blank)
-            piece = piece.replace("\0", MARKER)
-            if piece:
-                ids += encode_known(self.tokenizer, piece, setting)
+                piece = ""
+            else:
+                piece += MARKER if part == ESCAPED else part
+        if piece:
+            ids += encode_known(self.tokenizer, piece, setting)
         if not ids:
             raise DataError(f"{setting}: empty; give the text whose attention to show")
         return ids

@@ -10,6 +10,7 @@ tab's routes answer, an {"error": one line} included. The stylesheet is the tab'
 that it styles nothing else on the notebook's page.
 """
 
+import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -43,11 +44,16 @@ class AttentionPanel(anywidget.AnyWidget):
             self.sources_missing = str(error)
         self.on_msg(lambda widget, message, buffers: ANSWERING.submit(self.answer, message))
 
-    def answer(self, message: dict) -> None:
-        """One message from the panel, {id, route, body}: the route's answer, as TensorBoard's plugin gives it."""
-        route, body = message.get("route"), message.get("body")
+    def answer(self, message: object) -> None:
+        """One message from the panel, {id, route, body}: the route's answer, as TensorBoard's plugin gives it. Every
+        message is answered, one that is not an object too (with no id to answer to: null)."""
+        asked = message if isinstance(message, dict) else {}
+        route, body = asked.get("route"), asked.get("body")
 
         def compute(answers):
+            if asked is not message:
+                shown = json.dumps(message, default=repr)[:80]
+                raise answers.BadRequest(f"message {shown}: not an object; the panel sends {{id, route, body}}")
             if route not in ROUTES:
                 raise answers.BadRequest(f"route {route!r}: the panel asks {', '.join(ROUTES)}")
             if route == "runs":
@@ -55,4 +61,4 @@ class AttentionPanel(anywidget.AnyWidget):
             return getattr(answers, route)(self.logdir, body)
 
         reply = {"error": self.sources_missing} if self.sources_missing else answered(compute, "the kernel's log")[0]
-        self.send({"id": message.get("id"), "answer": reply})
+        self.send({"id": asked.get("id"), "answer": reply})

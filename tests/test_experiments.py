@@ -11,7 +11,8 @@ from omegaconf import DictConfig
 from conftest import ROOT, compose_config
 from data import Source
 from model import QKInit
-from trainer.config import TrainConfig, objective_key, to_train_config
+from train import without_shared_settings
+from trainer.config import ConfigError, TrainConfig, objective_key, to_train_config
 from trainer.overrides import PARSER
 
 # What each preset sweeps (the grids): setting -> its values, in the order the jobs run.
@@ -128,6 +129,15 @@ def test_the_encoder_preset_runs_the_four_configs_on_the_same_text_with_qk_norm_
         assert (config.task.name, config.model.causal) == (task, causal) and config.model.qk_norm
         assert task == "next_token" or (config.task.blank_share, config.task.hide) == (0.4, hide)
         assert config.data.source is Source.shakespeare
+
+
+def test_the_encoder_presets_blank_share_is_set_once_for_its_three_blank_filling_runs_and_refused_elsewhere():
+    for job, (task, _, _) in ENCODER.items():
+        cfg = compose_config("+experiment=encoder", f"+encoder={job}", "+encoder.blank_share=0.15")
+        config = to_train_config(without_shared_settings(cfg, {"encoder": job}))
+        assert config.task.blank_share == (None if task == "next_token" else 0.15)
+    with pytest.raises(ConfigError, match=r"^encoder: Key 'encoder' not in 'TrainConfig'"):
+        to_train_config(without_shared_settings(compose_config("+encoder.blank_share=0.15"), {}))  # not a preset job
 
 
 def test_the_recurrence_preset_trains_on_the_copy_text_and_plots_against_the_distance():

@@ -3,16 +3,20 @@ data.path is called one. Through the real command, with real signals."""
 
 import logging
 import random
+import re
+import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from test_faults_trainer import small_disk  # noqa: F401 (a fixture)
+from torch.utils.tensorboard import SummaryWriter
 
-from conftest import ROOT, Forked, cli
+from conftest import ROOT, SHORT, Forked, cli, wait_for
 from data import DataConfig, DataError, Source, TokenizerConfig, load_text, prepare_tokens
+from trainer.checkpoint import from_events_writer
 
 WORDS = "to be or not that is the question whether tis nobler in mind suffer slings arrows outrageous fortune".split()
 
@@ -25,8 +29,22 @@ def long_text(path: Path, megabytes: float = 2) -> Path:
     return path
 
 
+# The build holds once its training split is written, until the test stops it: a signal or a kill lands mid-build
+# whatever the machine's load.
+HOLD_IN_STAGING = """
+import data.cache
+write_tokens = data.cache.write_tokens
+def write_then_hold(path, *args):
+    written = write_tokens(path, *args)
+    print("staged", path.name, flush=True)
+    time.sleep(3600)
+    return written
+data.cache.write_tokens = write_then_hold
+"""
+
+
 def start_build(text: Path, cache: Path) -> Forked:
-    """train.py tokenizing `text` into a fresh cache: it stops at the first step, should it get that far."""
+    """train.py tokenizing `text` into a fresh cache, held once it has staged its first file (HOLD_IN_STAGING)."""
     return Forked(
         "data=text",
         f"data.path={text}",
@@ -36,6 +54,7 @@ def start_build(text: Path, cache: Path) -> Forked:
         "trainer.eval_interval=1",
         "trainer.eval_iters=1",
         f"hydra.run.dir={cache.parent / 'run'}",
+        patch=HOLD_IN_STAGING,
     )
 
 
@@ -44,11 +63,9 @@ def staging_dirs(cache: Path) -> list[Path]:
 
 
 def wait_for_staging(build: Forked, cache: Path) -> Path:
-    deadline = time.monotonic() + 60
-    while not (found := staging_dirs(cache)):
-        assert build.poll() is None and time.monotonic() < deadline, build.communicate()
-        time.sleep(0.005)
-    return found[0]
+    wait_for(build, "staged train.npy")
+    [staging] = staging_dirs(cache)
+    return staging
 
 
 @pytest.mark.parametrize("received", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
@@ -168,3 +185,26 @@ def test_stdin_redirected_from_a_file_is_that_file_and_reads_as_text(tmp_path):
             [sys.executable, "-c", READ_STDIN], cwd=ROOT, stdin=stdin, capture_output=True, text=True, timeout=60
         )
     assert (result.returncode, result.stdout) == (0, "to be, or not to be\n\n"), result.stderr
+
+
+@pytest.mark.slow
+def test_a_token_cache_on_a_full_disk_is_named_and_a_full_disk_under_the_events_is_the_events(
+    small_disk,  # noqa: F811 (test_faults_trainer's fixture)
+    tmp_path,
+):
+    cache = small_disk / "cache"
+    cache.mkdir()
+    (small_disk / "filler").write_bytes(b"\0" * shutil.disk_usage(small_disk).free)
+    result = cli("train.py", *SHORT, f"data.cache_dir={cache}", f"hydra.run.dir={tmp_path / 'run'}")
+    assert result.returncode == 1, result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert re.fullmatch(
+        rf"error: {re.escape(str(cache))}/\.\w+\.\w+\.building/train\.npy: No space left on device", line
+    )
+    assert list(cache.iterdir()) == [], "the unfinished entry is removed"
+    with pytest.raises(OSError) as failed:  # the same disk under TensorBoard's events: named as theirs
+        writer = SummaryWriter(small_disk / "events")
+        for step in range(100_000):  # until the writer thread's failure comes back
+            writer.add_text("sample", "x" * 10_000, step)
+            writer.flush()
+    assert failed.value.filename is None and from_events_writer(failed.value)

@@ -13,6 +13,7 @@ import torch
 import sample
 from conftest import ROOT, cli
 from trainer.cli import run_with_one_line_errors
+from viewer.checkpoints import choose
 
 pytestmark = pytest.mark.slow
 
@@ -130,6 +131,21 @@ def test_a_damaged_last_beside_a_whole_best_is_named_and_the_best_sampled(checkp
     assert line.startswith(f"{run_dir / 'last.pt'}: damaged (")
     assert line.endswith(f"does not match its checksum); reading {run_dir / 'best.pt'} (step 2)")
     assert result.stdout.startswith("\n") and len(result.stdout) > 2  # the default prompt, then 5 tokens
+
+
+def test_a_directory_where_last_should_be_is_named_and_the_best_read_by_every_reader(checkpoint, tmp_path):
+    run_dir = tmp_path / "run"
+    (run_dir / "last.pt").mkdir(parents=True)
+    shutil.copy(checkpoint.with_name("best.pt"), run_dir / "best.pt")
+    passed = f"{run_dir / 'last.pt'}: not a checkpoint file (a directory); reading {run_dir / 'best.pt'} (step 2)"
+    result = run_sample(f"ckpt={run_dir}", "max_new_tokens=5")
+    assert (result.returncode, result.stderr.splitlines()) == (0, [passed]), result.stderr
+    assert choose(run_dir, ("last.pt", "best.pt")).note == passed  # attend.py's and the tab's choice, read first
+    resumed = cli("train.py", f"trainer.resume={run_dir}", "trainer.max_steps=3")
+    assert (resumed.returncode, resumed.stderr.strip()) == (
+        1,
+        f"error: {run_dir / 'last.pt'}: not a checkpoint file (a directory)",
+    )  # the run's own last.pt is what trainer.resume takes: named, not passed over
 
 
 def test_a_run_with_no_whole_checkpoint_ends_in_one_line_naming_each(checkpoint, tmp_path):

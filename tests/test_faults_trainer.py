@@ -10,7 +10,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from functools import partial
 from pathlib import Path
 
@@ -150,7 +149,8 @@ sys.meta_path.insert(0, SlowImport())
 @pytest.mark.slow
 @pytest.mark.parametrize("received", [signal.SIGINT, signal.SIGTERM])
 def test_a_stop_while_torch_is_imported_ends_in_one_line_with_128_plus_the_signal(received, tmp_path):
-    run = started(SLOW_IMPORT.format(name="torch", seconds=3), f"hydra.run.dir={tmp_path / 'run'}")
+    # The import holds until the signal ends the process: it lands while torch is imported, however loaded the machine.
+    run = started(SLOW_IMPORT.format(name="torch", seconds=3600), f"hydra.run.dir={tmp_path / 'run'}")
     wait_for(run, "importing torch")
     run.send_signal(received)
     assert run.wait(timeout=30) == 128 + received
@@ -184,14 +184,33 @@ def test_a_stop_during_an_import_later_on_waits_for_the_import_to_finish_then_en
     ), line
 
 
-# Each training step takes a tenth of a second longer: a kill lands between step 0's evaluation and step 30's.
-SLOW_STEPS = """
-import trainer.step
-step = trainer.step.TrainStep.__call__
-def slow_step(*args, **kwargs):
-    time.sleep(0.1)
-    return step(*args, **kwargs)
-trainer.step.TrainStep.__call__ = slow_step
+# Conditions a test makes instead of a race it hopes to win, whatever the machine's load: the run holds, saying so,
+# right after it wrote a checkpoint file named {name}, until the test kills it (HOLD_AFTER_WRITE); or right after
+# it logged its evaluation of step {step}, until a stop signal came (HOLD_AFTER_EVALUATION), then trains on.
+HOLD_AFTER_WRITE = """
+import trainer.checkpoint
+write = trainer.checkpoint.Checkpointer.write
+def write_then_hold(self, state, path):
+    write(self, state, path)
+    if path.name == {name!r}:
+        print("wrote", path.name, flush=True)
+        time.sleep(3600)
+trainer.checkpoint.Checkpointer.write = write_then_hold
+"""
+HOLD_AFTER_EVALUATION = """
+import threading, trainer.record, trainer.stopping
+asked = threading.Event()
+handle = trainer.stopping.StopSignals.handle
+def handle_and_tell(self, number, frame):
+    asked.set()
+    handle(self, number, frame)
+trainer.stopping.StopSignals.handle = handle_and_tell
+evaluation = trainer.record.Recorder.evaluation
+def evaluation_then_hold(self, step, losses):
+    evaluation(self, step, losses)
+    while step == {step} and not asked.wait(0.05):
+        pass
+trainer.record.Recorder.evaluation = evaluation_then_hold
 """
 
 
@@ -201,11 +220,8 @@ def test_resume_auto_after_a_kill_before_the_first_checkpoint_starts_afresh_with
 ):
     run_dir = tmp_path / "run"
     command = [*SHORT, "trainer.ckpt_interval=60", f"data.cache_dir={cache_dir}", f"hydra.run.dir={run_dir}"]
-    first = Forked(*command, "trainer.resume=auto", patch=SLOW_STEPS)
-    wait_for(first, "step 0:")
-    while not (run_dir / "steps" / "step-0.pt").exists():  # kept once step 0 is evaluated
-        assert first.poll() is None, first.stderr.read()
-        time.sleep(0.01)
+    first = Forked(*command, "trainer.resume=auto", patch=HOLD_AFTER_WRITE.format(name="step-0.pt"))
+    wait_for(first, "wrote step-0.pt")  # kept once step 0 is evaluated
     first.send_signal(signal.SIGKILL)  # before step 30 writes best.pt: no checkpoint at all
     first.wait(timeout=30)
     assert not list(run_dir.glob("*.pt")) and len(list(run_dir.glob("events.out.tfevents.*"))) == 1

@@ -2,12 +2,13 @@
 sample.py and attend.py on a run that fills blanks, every refusal one line."""
 
 import re
+import shutil
 
 import pytest
 import torch
 
 from conftest import BLANKS, cli, compose_config
-from data import TokenizerConfig, train_tokenizer
+from data import DataError, TokenizerConfig, train_tokenizer
 from model import ModelConfig
 from task import IGNORE, task_for
 from task.curves import batches_loss
@@ -70,6 +71,14 @@ def test_the_blank_is_a_token_no_typed_text_gives():
     assert task.blank not in typed and task.tokenizer.decode(typed) == f"To _ or {BLANK}"
 
 
+def test_a_typed_nul_is_a_character_of_the_text_not_an_escaped_marker():
+    task = filler(text=f"{TEXT}\0_")
+    ids = task.encode("b\0o _\\_", "text")
+    assert ids == [task.tokenizer.token_to_id(char) for char in "b\0o "] + [task.blank, task.tokenizer.token_to_id("_")]
+    with pytest.raises(DataError, match=r"^text: '\\x00' never occurred in this model's training text$"):
+        filler().encode("b\0o _", "text")  # the refusal names the NUL typed, not the marker
+
+
 @pytest.mark.slow
 def test_the_strip_over_a_validation_window_is_the_one_blank_curves_terms(blank_run_dir, shared_cache_dir):
     """Each token blanked alone, the strip's terms, against the one code path val/loss_one_blank scores them by
@@ -118,3 +127,22 @@ def test_attend_on_a_blank_prints_its_both_sides_its_top_five_and_the_right_side
     assert nothing.returncode == 1 and nothing.stderr.strip() == (
         "error: text='___': every token is a blank: give some text around the blanks (a literal _ is \\_)"
     )
+
+
+@pytest.mark.slow
+def test_attend_on_a_sweep_of_a_next_token_run_and_a_blank_filler_traces_the_one_that_reads_blanks(
+    leak_sweep, blank_run_dir, tmp_path
+):
+    sweep = tmp_path / "sweep"
+    shutil.copytree(next(leak_sweep.glob("0_*")), sweep / "0_next_token")  # model.causal=true
+    shutil.copytree(blank_run_dir, sweep / "1_fill_blank")
+    traced = cli("attend.py", f"ckpt={sweep}", f'text="{ONE_BLANK}"', f"out={tmp_path / 'pngs'}")
+    assert (traced.returncode, traced.stderr) == (0, "")
+    skipped = "== skipped 0_next_token: cannot read this text (text: '_' never occurred in this model's training text)"
+    assert f"{skipped}\n" in traced.stdout
+    assert "== 1_fill_blank" in traced.stdout and "query i=11 '□'" in traced.stdout
+    alone = cli("attend.py", f"ckpt={sweep / '0_next_token'}", f'text="{ONE_BLANK}"')
+    assert (alone.returncode, alone.stderr.strip()) == (
+        1,
+        "error: text: '_' never occurred in this model's training text",
+    )  # a text no run reads: the one line it always was

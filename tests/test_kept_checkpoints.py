@@ -4,14 +4,14 @@
 import shutil
 import signal
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import torch
+from test_faults_trainer import HOLD_AFTER_WRITE
 
 import train
-from conftest import SHORT, Forked, cli, short_run
+from conftest import SHORT, Forked, cli, short_run, wait_for
 from trainer.checkpoint import KEPT_FORMAT, KEPT_KEYS, kept_checkpoints, kept_steps, load_checkpoint
 from trainer.cli import run_with_one_line_errors
 
@@ -128,12 +128,9 @@ def test_a_resumed_run_keeps_by_the_same_policy_and_a_branch_keeps_its_own(kept_
 def test_resume_auto_after_a_kill_takes_last_pt_though_a_newer_checkpoint_was_kept(tmp_path, cache_dir):
     run_dir = tmp_path / "run"
     settings = [*SHORT, *EVERY_10, f"data.cache_dir={cache_dir}", f"hydra.run.dir={run_dir}", "trainer.resume=auto"]
-    run = Forked(*settings)
-    started = time.monotonic()
-    while not (run_dir / "steps" / "step-30.pt").exists():  # evaluated at 30 and kept; last.pt holds step 20
-        assert run.poll() is None and time.monotonic() - started < 120, run.stderr.read()
-        time.sleep(0.005)
-    run.send_signal(signal.SIGKILL)  # before last.pt at step 40
+    run = Forked(*settings, patch=HOLD_AFTER_WRITE.format(name="step-30.pt"))
+    wait_for(run, "wrote step-30.pt")  # evaluated at 30 and kept; last.pt holds step 20
+    run.send_signal(signal.SIGKILL)  # before last.pt at step 40: the run holds until then
     run.wait(timeout=60)
     assert steps_on_disk(run_dir) == [0, 10, 20, 30]
     assert torch.load(run_dir / "last.pt", weights_only=True)["step"] == 20

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from conftest import ROOT, SHORT
+from trainer.distributed import ENDED, process_state
 
 
 def ranks_of(marker: str) -> dict[int, int]:
@@ -37,17 +38,19 @@ def ranks_of(marker: str) -> dict[int, int]:
 
 
 LOST = re.compile(
-    r"error: torchrun: rank (\d) \(process (\d+)\) was lost: its process ended mid-run, and the other cannot train "
-    r"without it; (\S+)/last\.pt \(step (\d+)\) is whole\. Resume with: (torchrun --standalone --nproc_per_node=2 "
-    r"train\.py trainer\.resume=\S+)"
+    r"error: torchrun: rank (\d) \(process (\d+)\) was lost: its process (ended|stopped answering) mid-run, and the "
+    r"other cannot train without it; (\S+)/last\.pt \(step (\d+)\) is whole\. Resume with: (torchrun --standalone "
+    r"--nproc_per_node=2 train\.py trainer\.resume=\S+)"
 )
 
 
 LOSSES = [
-    (1, False),
-    (0, False),
-    (1, True),
-]  # rank 1; rank 0; rank 1 with torchrun's own SIGTERM reaching rank 0 at once
+    (1, signal.SIGKILL, False),
+    (0, signal.SIGKILL, False),
+    (1, signal.SIGKILL, True),
+    (1, signal.SIGSTOP, True),
+]  # rank 1 killed; rank 0; rank 1 with torchrun's own SIGTERM reaching rank 0 at once; rank 1 stopped, so that rank 0
+# waits on it inside gloo's collective (in C++, where no Python handler runs) when its SIGTERM comes, every time
 
 
 @pytest.mark.slow
@@ -61,19 +64,23 @@ def test_a_killed_torchrun_rank_is_named_in_one_line_with_the_resume_command_tha
     pasted = shlex.join([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
                          "train.py", *settings, f"hydra.run.dir={run_dir}"])  # fmt: skip
     step = -1
-    for killed, terminated in LOSSES:
-        case = f"rank {killed} killed{', then SIGTERM to the other' if terminated else ''}"
-        ours, pid, stderr = lose_a_rank(pasted, run_dir, environment, killed, terminated)
+    for lost_rank, sent, terminated in LOSSES:
+        case = f"rank {lost_rank} sent {sent.name}{', then SIGTERM to the other' if terminated else ''}"
+        ours, pid, stderr = lose_a_rank(pasted, run_dir, environment, lost_rank, sent, terminated)
         assert len(ours) == 1, (
             case,
             ours,
             stderr[-3000:],
         )  # no gloo traceback, no "outside the training loop", no abort
         lost = LOST.fullmatch(ours[0])
-        assert lost and (int(lost[1]), int(lost[2]), lost[3]) == (killed, pid, str(run_dir)), (case, ours[0])
+        became = "ended" if sent == signal.SIGKILL else "stopped answering"
+        assert lost and (int(lost[1]), int(lost[2]), lost[3], lost[4]) == (lost_rank, pid, became, str(run_dir)), (
+            case,
+            ours[0],
+        )
         assert not list(run_dir.glob(".*.tmp")), case  # a checkpoint the killed rank 0 was writing is not left
-        assert int(lost[4]) > step, case  # trained on from where the line before left it
-        step, pasted = int(lost[4]), lost[5]
+        assert int(lost[5]) > step, case  # trained on from where the line before left it
+        step, pasted = int(lost[5]), lost[6]
         assert torch.load(run_dir / "last.pt", weights_only=True)["step"] == step, case  # whole, at the step named
     resumed = subprocess.run(["bash", "-c", f"{pasted} trainer.max_steps={step + 20}"], cwd=ROOT, env=environment,
                              capture_output=True, text=True, timeout=300)  # fmt: skip
@@ -82,11 +89,12 @@ def test_a_killed_torchrun_rank_is_named_in_one_line_with_the_resume_command_tha
 
 
 def lose_a_rank(
-    pasted: str, run_dir: Path, environment: dict, killed: int, terminated: bool
+    pasted: str, run_dir: Path, environment: dict, lost: int, sent: signal.Signals, terminated: bool
 ) -> tuple[list[str], int, str]:
-    """Runs `pasted` in bash until it writes a checkpoint, SIGKILLs rank `killed` (and SIGTERMs the other if
-    `terminated`); the lines of stderr that are tinylm's or a rank's own, the killed rank's process id, and all of
-    stderr."""
+    """Runs `pasted` in bash until it writes a checkpoint, sends rank `lost` the signal `sent` (SIGKILL, or SIGSTOP:
+    a rank that stops answering) and SIGTERMs the other if `terminated`; the lines of stderr that are tinylm's or a
+    rank's own, the lost rank's process id, and all of stderr. Once the rank left has ended, a stopped rank is
+    killed."""
     before = checkpoint_written(run_dir)
     torchrun = subprocess.Popen(["bash", "-c", pasted], cwd=ROOT, env=environment, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
@@ -96,16 +104,23 @@ def lose_a_rank(
         while checkpoint_written(run_dir) == before:  # this attempt's first checkpoint
             assert torchrun.poll() is None and time.monotonic() < deadline, torchrun.stderr.read()
             time.sleep(0.05)
-        os.kill(ranks[killed], signal.SIGKILL)
+        os.kill(ranks[lost], sent)
         if terminated:  # torchrun's own SIGTERM, at the moment it could come first
-            os.kill(ranks[1 - killed], signal.SIGTERM)
+            os.kill(ranks[1 - lost], signal.SIGTERM)
+        left = ranks[1 - lost]
+        waited = time.monotonic() + 120  # a bound for a failure only: rank 0 ends well within torchrun's 30 s
+        while process_state(left) != ENDED:
+            assert time.monotonic() < waited, f"rank {1 - lost} (process {left}) never ended"
+            time.sleep(0.05)
+        if sent == signal.SIGSTOP:  # torchrun would wait its grace on it: a rank is a process group of its own
+            os.kill(ranks[lost], signal.SIGKILL)
         stderr = torchrun.stderr.read()
         torchrun.wait(timeout=120)
     finally:
         if torchrun.poll() is None:
             os.killpg(torchrun.pid, signal.SIGKILL)
     ours = [line for line in stderr.splitlines() if line.startswith(("error:", "[rank", "stopped", "terminate"))]
-    return ours, ranks[killed], stderr
+    return ours, ranks[lost], stderr
 
 
 def checkpoint_written(run_dir: Path) -> tuple[int, int] | None:

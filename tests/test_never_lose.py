@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_faults_trainer import HOLD_AFTER_EVALUATION
 
-from conftest import ROOT, SHORT, Forked, cli, curve, events
+from conftest import ROOT, SHORT, Forked, cli, curve, events, wait_for
 from data import DataConfig, DataError
 from trainer.config import ConfigError
 from trainer.overrides import PARSER, override
@@ -178,11 +179,10 @@ def test_a_value_outside_hydras_unquoted_grammar_is_quoted_and_parses_back_the_s
 @pytest.mark.slow
 def test_the_resume_command_of_a_run_in_a_non_ascii_directory_with_a_tilde_works_when_pasted(tmp_path, cache_dir):
     run_dir = tmp_path / "~josé" / "café"
-    run = Forked(*SHORT, *CKPT_20, f"data.cache_dir={cache_dir}", f'hydra.run.dir="{run_dir}"')
-    for line in run.stdout:
-        if "step 30:" in line:
-            break
-    run.send_signal(signal.SIGINT)
+    run = Forked(*SHORT, *CKPT_20, f"data.cache_dir={cache_dir}", f'hydra.run.dir="{run_dir}"',
+                 patch=HOLD_AFTER_EVALUATION.format(step=30))  # fmt: skip
+    wait_for(run, "step 30:")
+    run.send_signal(signal.SIGINT)  # the run holds at step 30 until it comes, before step 60 ends it
     assert run.wait(timeout=60) == 128 + signal.SIGINT
     pasted = run.stderr.read().split("Resume with: ")[1].strip()
     assert "josé" in pasted and "~" in pasted

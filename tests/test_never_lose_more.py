@@ -176,12 +176,12 @@ def test_a_method_a_route_does_not_serve_is_answered_405_with_the_methods_it_ser
 def test_a_ctrl_c_while_an_entry_point_imports_torch_ends_in_one_line_with_130(script, tmp_path):
     run_script = f'sys.argv = [{script!r}, *sys.argv[1:]]; runpy.run_path({script!r}, run_name="__main__")'
     started = subprocess.Popen(
-        [sys.executable, "-u", "-c", f"import runpy, sys, time\n{SLOW_IMPORT.format(name='torch', seconds=3)}\n"
+        [sys.executable, "-u", "-c", f"import runpy, sys, time\n{SLOW_IMPORT.format(name='torch', seconds=3600)}\n"
          f"{run_script}", str(tmp_path)],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint,
     )  # fmt: skip
     wait_for(started, "importing torch")
-    started.send_signal(signal.SIGINT)
+    started.send_signal(signal.SIGINT)  # the import holds until it ends the process
     assert started.wait(timeout=30) == 130
     assert (
         started.stderr.read() == f"stopped by SIGINT while {script} was starting or ending, when nothing is written\n"

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_faults_trainer import HOLD_AFTER_EVALUATION
 
 import train
 from conftest import ROOT, SHORT, SHORT_RUN, Forked, cli, compose_config, curve, events, short_run, wait_for
@@ -72,9 +73,9 @@ def test_sigint_saves_a_checkpoint_and_prints_a_resume_command_that_works_when_p
     tmp_path, cache_dir, uninterrupted
 ):
     run_dir = tmp_path / "1_model.causal=True,x y"  # a sweep job's directory with Hydra's syntax and a space
-    run = start_run(run_dir, cache_dir)
+    run = Forked(*settings(run_dir, cache_dir), patch=HOLD_AFTER_EVALUATION.format(step=30))
     wait_for(run, "step 30:")
-    run.send_signal(signal.SIGINT)
+    run.send_signal(signal.SIGINT)  # the run holds at step 30 until it comes, before step 60 ends it
     assert run.wait(timeout=60) == 128 + signal.SIGINT
     stderr = run.stderr.read()
     assert "stopped by SIGINT after step" in stderr

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import compose_config
+from conftest import cli, compose_config
 from trainer.checkpoint import KEPT_FORMAT, CheckpointError
 from trainer.config import ConfigError, plain_config, to_train_config
 from trainer.resume import checkpoint_to_resume, resume_override, resumed_config
@@ -98,3 +98,14 @@ def test_a_kept_checkpoint_named_to_resume_writes_in_its_run_and_records_nothing
     assert hydra_subdir(str(kept), str(tmp_path)) is None
     with pytest.raises(CheckpointError, match=rf"a kept checkpoint, .*; {tmp_path} holds no last.pt to resume from$"):
         checkpoint_to_resume(str(kept), tmp_path)
+
+
+def test_a_sweep_job_refused_before_it_trains_leaves_nothing_behind(tmp_path):
+    sweep = tmp_path / "sweep"
+    refused = cli("train.py", "-m", "model.d_k=-8,8", f"hydra.sweep.dir={sweep}")
+    assert (refused.returncode, refused.stderr.strip()) == (1, "error: model.d_k=-8: must be positive")
+    assert not sweep.exists()  # neither the job's directory nor the sweep's, which held only the sweep's multirun.yaml
+    sweep.mkdir()
+    (sweep / "notes.txt").write_text("mine")  # a sweep directory that held something before stays, with it
+    assert cli("train.py", "-m", "model.d_k=-8,8", f"hydra.sweep.dir={sweep}").returncode == 1
+    assert (sweep / "notes.txt").read_text() == "mine" and not list(sweep.glob("0_*"))  # the job's directory is gone

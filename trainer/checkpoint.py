@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Optional
 import numpy as np
 import torch
 
+from data.textfiles import not_regular
 from model import ModelConfig, TinyLM
 from trainer.config import TrainConfig, plain_config, to_typed
 from trainer.memory import human
@@ -38,6 +39,7 @@ KEPT = "steps"
 KEPT_FORMAT = "tinylm-snapshot-1"  # the name on disk since the first kept checkpoints: unchanged, so they load
 KEPT_KEYS = {"format", "step", "config", "model", "tokenizer"}
 SHORT_WRITE = "unexpected pos"  # torch's zip writer's words for a write that stopped short (a full disk, often)
+EVENTS_WRITER = ("tensorboard.", "torch.utils.tensorboard.")  # the modules that write TensorBoard's events
 FULL = 1_000_000  # bytes: a disk with less room than this left after a short write is taken for full
 
 
@@ -110,6 +112,15 @@ def unwritable_events(run_dir: Path, error: OSError, checkpoint: Optional[Path] 
     before = f", so {checkpoint.name} was not written either" if checkpoint else ""
     whole = still_whole(run_dir, checkpoint, full)
     return CheckpointError(f"{run_dir}: the TensorBoard events cannot be written ({reason}){before}; {whole}")
+
+
+def from_events_writer(error: OSError) -> bool:
+    """Whether `error` was raised by TensorBoard's writer (its thread's failure comes back on the main thread naming
+    no file): told from where it was raised, so that another write that names no file is not taken for the events'."""
+    frame = error.__traceback__
+    while frame is not None and frame.tb_next is not None:
+        frame = frame.tb_next
+    return frame is not None and frame.tb_frame.f_globals.get("__name__", "").startswith(EVENTS_WRITER)
 
 
 def still_whole(run_dir: Path, failed: Optional[Path], full: bool) -> str:
@@ -207,8 +218,11 @@ def load_checkpoint(path: Path) -> dict:
 
 def load_with_model(path: Path) -> tuple[dict, TinyLM]:
     """The checkpoint at `path` and the model its weights were checked in (on the CPU): what readers use."""
-    if not path.is_file():
+    if not path.exists():
         raise CheckpointError(f"{path}: no such checkpoint file")
+    if not path.is_file():  # named as what it is: a reader that passes over it to another says why
+        kind = "a directory" if path.is_dir() else (not_regular(str(path)) or ("not a regular file",))[0]
+        raise CheckpointError(f"{path}: not a checkpoint file ({kind})")
     if not zipfile.is_zipfile(path):  # torch.save writes a zip archive; a truncated one has lost its directory
         raise CheckpointError(f"{path}: not a tinylm checkpoint (not a complete file written by torch.save)")
     if damaged := damaged_record(path):

@@ -10,6 +10,7 @@ import os
 import re
 import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -27,7 +28,15 @@ from trainer.config import ConfigError
 from trainer.memory import SIZE_SETTINGS, human
 from trainer.overrides import override_key
 from trainer.run_dir import RunDirInUse, RunLock, forget_start, unwritten_record
-from trainer.stopping import Interrupted, NonFiniteLoss, StopNow, resume_command, saved_step, signals_stop_at_once
+from trainer.stopping import (
+    Interrupted,
+    NonFiniteLoss,
+    StopNow,
+    handles_signals,
+    resume_command,
+    saved_step,
+    signals_stop_at_once,
+)
 
 # Their messages name the setting, file or directory.
 ONE_LINE_ERRORS = (ConfigError, DataError, CheckpointError, NonFiniteLoss, RunDirInUse)
@@ -74,12 +83,16 @@ def exit_with(message: str, status: int) -> None:
 
 
 def lost_rank() -> None:
-    """A rank of this torchrun ended mid-run (killed, or out of memory), so the others cannot go on. One line,
-    from the lowest rank left, names it and the command that resumes from the last checkpoint, which is whole
-    (rank 0 writes each one to a temporary file first); then the process ends at once, as torchrun is about to
-    end it (its SIGTERM is ignored from here): the process group's teardown would wait on the lost rank, or abort."""
-    for number in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(number, signal.SIG_IGN)
+    """A rank of this torchrun ended mid-run (killed, or out of memory) or stopped answering, so the others cannot go
+    on. One line, from the lowest rank left, names it and the command that resumes from the last checkpoint, which
+    is whole (rank 0 writes each one to a temporary file first); then the process ends at once, as torchrun is about
+    to end it (its SIGTERM is ignored from here): the process group's teardown would wait on the lost rank, or abort.
+    Called by the main thread, or by trainer/stopping.py's PeerWatch while the main thread waits inside C++: the
+    first caller says it, and the process ends before the other could."""
+    LOSING.acquire()  # never released: os._exit below
+    if handles_signals():
+        for number in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(number, signal.SIG_IGN)
     ranks = distributed.started
     lost = distributed.lost_ranks(ranks)
     left = [rank for rank in range(ranks.world_size) if rank not in lost]
@@ -92,12 +105,15 @@ def lost_rank() -> None:
     os._exit(1)
 
 
-def lost_rank_message(ranks: distributed.Ranks, lost: list[int], run_dir: Optional[Path]) -> str:
+LOSING = threading.Lock()  # held by the one thread that says a rank was lost
+
+
+def lost_rank_message(ranks: distributed.Ranks, lost: dict[int, str], run_dir: Optional[Path]) -> str:
     """Which rank was lost, the checkpoint that is whole and the command that resumes. A checkpoint write that a
     lost rank 0 left unfinished is removed here: its run directory's lock went with it."""
     if lost:
         named = ", ".join(f"rank {rank} (process {ranks.processes[rank][1]})" for rank in lost)
-        what = f"{named} was lost: its process ended mid-run"
+        what = f"{named} was lost: its process {' or '.join(sorted(set(lost.values())))} mid-run"
     else:  # on another machine
         what = "a rank was lost: its process ended mid-run"
     what += f", and the {'others' if ranks.world_size - len(lost) > 1 else 'other'} cannot train without it"

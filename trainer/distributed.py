@@ -57,6 +57,7 @@ class Ranks:
     device: torch.device = torch.device("cpu")
     control_group: Optional[dist.ProcessGroup] = None  # a CPU (gloo) group for stop signals: no GPU sync in the loop
     processes: list[tuple[str, int]] = field(default_factory=list)  # each rank's (host, process id), in rank order
+    waits: int = 0  # above 0 while this process waits on the other ranks (`waiting`)
 
     @property
     def main(self) -> bool:
@@ -71,16 +72,28 @@ class Ranks:
         """Each rank's own seed for drawing batches; rank 0 keeps `seed`, so one process trains as before."""
         return seed + 1_000_003 * self.rank
 
+    @contextmanager
+    def waiting(self) -> Iterator[None]:
+        """Around a call that waits on the other ranks (a collective, DDP's backward): a rank lost meanwhile leaves
+        this process waiting inside C++, where no signal handler runs; trainer/stopping.py's PeerWatch looks."""
+        self.waits += 1
+        try:
+            yield
+        finally:
+            self.waits -= 1
+
     def barrier(self) -> None:
         if self.distributed:
-            dist.barrier(self.control_group)
+            with self.waiting():
+                dist.barrier(self.control_group)
 
     def gather(self, value: object) -> list:
         """Every rank's `value`, in rank order."""
         if not self.distributed:
             return [value]
         gathered = [None] * self.world_size
-        dist.all_gather_object(gathered, value, group=self.control_group)
+        with self.waiting():
+            dist.all_gather_object(gathered, value, group=self.control_group)
         return gathered
 
     @contextmanager
@@ -112,7 +125,8 @@ class Ranks:
         if not self.distributed:
             return values
         stacked = torch.tensor(list(values.values()), dtype=torch.float64)
-        dist.all_reduce(stacked, group=self.control_group)
+        with self.waiting():
+            dist.all_reduce(stacked, group=self.control_group)
         return dict(zip(values, (stacked / self.world_size).tolist()))
 
     def maximum(self, value: int) -> int:
@@ -120,7 +134,8 @@ class Ranks:
         if not self.distributed:
             return value
         reduced = torch.tensor(value, dtype=torch.int64)
-        dist.all_reduce(reduced, op=dist.ReduceOp.MAX, group=self.control_group)
+        with self.waiting():
+            dist.all_reduce(reduced, op=dist.ReduceOp.MAX, group=self.control_group)
         return int(reduced)
 
 
@@ -168,34 +183,42 @@ def peer_lost(error: Optional[BaseException]) -> bool:
     return False
 
 
-def lost_ranks(ranks: Ranks) -> list[int]:
-    """The ranks whose process has ended (or is a zombie that torchrun has yet to reap), as far as this host can
-    tell; with two ranks, the other one."""
+# What became of a rank's process, in the words of the line that names it lost.
+ENDED, STOPPED, RUNNING = "ended", "stopped answering", "running"
+
+
+def lost_ranks(ranks: Ranks) -> dict[int, str]:
+    """The ranks lost, each with what became of its process (`unanswering`); with two ranks, the other one."""
+    lost = unanswering(ranks)
+    if not lost and ranks.world_size == 2:  # on another host, or not ended yet: the other one all the same
+        lost = {1 - ranks.rank: ENDED}
+    return lost
+
+
+def unanswering(ranks: Ranks) -> dict[int, str]:
+    """The other ranks on this host whose process has ended (or is a zombie that torchrun has yet to reap) or is
+    stopped (SIGSTOP, a debugger), each with which of the two."""
     host = socket.gethostname()
-    ended = [
-        rank
-        for rank, (where, pid) in enumerate(ranks.processes)
-        if rank != ranks.rank and where == host and not process_alive(pid)
-    ]
-    if not ended and ranks.world_size == 2:
-        ended = [1 - ranks.rank]
-    return ended
+    states = {rank: process_state(pid) for rank, (where, pid) in enumerate(ranks.processes) if where == host}
+    return {rank: state for rank, state in states.items() if rank != ranks.rank and state != RUNNING}
 
 
-def process_alive(pid: int) -> bool:
+def process_state(pid: int) -> str:
+    """ENDED, STOPPED or RUNNING: what the process `pid` is now."""
     try:
         with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")  # the state, after the command
+            state = stat.read().rsplit(")", 1)[1].split()[0]  # the state, after the command
     except (FileNotFoundError, ProcessLookupError):
-        return False
+        return ENDED
     except OSError:  # no /proc (macOS): a signal 0 says whether the process exists
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
-            return False
+            return ENDED
         except PermissionError:
             pass
-        return True
+        return RUNNING
+    return ENDED if state in ("Z", "X") else STOPPED if state in ("T", "t") else RUNNING
 
 
 def quiet_other_ranks(ranks: Ranks) -> None:

@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Any, Optional
 
 from filelock import FileLock, Timeout
+from hydra.core.hydra_config import HydraConfig
 from hydra.experimental.callback import Callback
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from trainer.checkpoint import BEST, KEPT, LAST, glance, is_kept, kept_checkpoints, still_whole, write_failure
@@ -241,6 +243,7 @@ def hydra_subdir(resume: Optional[str], run_dir: str, _root_: Optional[DictConfi
     if not rank_zero():
         return None
     directory = Path(run_dir)
+    see_job_start(directory)
     if resume and resume != AUTO and is_kept(Path(resume).expanduser()):
         return None  # a kept checkpoint, which checkpoint_to_resume refuses: nothing to record
     if not resume and run_found(directory):
@@ -261,6 +264,7 @@ def register_resolvers() -> None:
 # main runs, so what the directory held before is looked at first, by a Hydra callback (configs/train.yaml).
 RECORD = ".hydra"
 RECORD_FILES = ("config.yaml", "hydra.yaml", "overrides.yaml")  # what Hydra writes into a run's record, in order
+SWEEP_RECORD = "multirun.yaml"  # what the sweeper writes into a sweep's directory before its first job
 
 
 @dataclass(frozen=True)
@@ -279,7 +283,8 @@ _before: Optional[Before] = None  # this process's start, seen by StartRecord
 
 class StartRecord(Callback):
     """Hydra's callback (configs/train.yaml) that sees hydra.run.dir before Hydra makes it and writes into it, so that
-    a start refused before it trains can remove what it made (remove_refused_start). A sweep's jobs are not seen."""
+    a start refused before it trains can remove what it made (remove_refused_start). A sweep's jobs are seen later,
+    by see_job_start."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         global _before
@@ -287,6 +292,28 @@ class StartRecord(Callback):
             _before = seen_before(Path(config.hydra.run.dir).absolute()) if rank_zero() else None
         except Exception:  # a directory Hydra cannot resolve or make either: it says why, next, and makes none
             _before = None
+
+
+def see_job_start(job_dir: Path) -> None:
+    """A sweep's job, which StartRecord does not see: what its directory held, seen here, in hydra_subdir, the first
+    moment a job's code runs, after Hydra made the directory and opened train.log in it. Hydra made it for this job
+    if it holds nothing but that log, empty; and the sweep's directory with it if that holds nothing else but the
+    sweeper's multirun.yaml."""
+    global _before
+    job_dir = job_dir.absolute()
+    if not sweeping() or (_before is not None and _before.run_dir == job_dir):
+        return  # a run, which StartRecord saw; or this job, seen already (Hydra resolves the setting twice)
+    log = job_dir / HYDRA_LOG
+    if not (names_in(job_dir) <= {HYDRA_LOG} and (not log.exists() or log.stat().st_size == 0)):
+        _before = seen_before(job_dir)
+        return
+    sweep_dir = job_dir.parent
+    only_this_job = names_in(sweep_dir) <= {job_dir.name, SWEEP_RECORD}
+    _before = Before(job_dir, (job_dir, sweep_dir) if only_this_job else (job_dir,))
+
+
+def sweeping() -> bool:
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
 def forget_start() -> None:
@@ -338,9 +365,9 @@ def remove_refused_start() -> None:
     if before.made:
         shutil.rmtree(run_dir)
         for directory in before.made[1:]:
-            if any(directory.iterdir()):
+            if names_in(directory) - {SWEEP_RECORD}:
                 break
-            directory.rmdir()
+            shutil.rmtree(directory)  # empty, or a sweep's directory that holds only its multirun.yaml
         return
     for path in [run_dir / name for name in new] + [run_dir / RECORD / name for name in records_made(before)]:
         if path.is_dir():

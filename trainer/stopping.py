@@ -3,7 +3,8 @@
 import os
 import signal
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
@@ -12,11 +13,13 @@ import torch
 from torch import Tensor
 
 from trainer.checkpoint import LAST, glance, remove_unfinished
-from trainer.distributed import Ranks
+from trainer.distributed import Ranks, unanswering
 from trainer.resume import resume_override
 from trainer.startup import IMPORT_MACHINERY, SIGNALS, stop_while_starting
 
 RETRY_SECONDS = 0.05  # a signal that came during an import is taken again this much later
+WATCH_SECONDS = 0.2  # how often PeerWatch looks at the other ranks once a signal came
+LOST_SECONDS = 1.0  # how long they must have been lost while this rank waits, before PeerWatch says so
 
 
 class StopNow(KeyboardInterrupt):
@@ -147,6 +150,55 @@ class StopSignals:
         """The signal any rank received: every rank takes the same decision at the same step."""
         received = ranks.maximum(self.requested or 0)
         return signal.Signals(received) if received else None
+
+
+class PeerWatch:
+    """Under torchrun, a lost rank ends in tinylm's one line however the others wait on it. A rank waiting on one that
+    will never answer (gloo's all-reduce in DDP's backward, an evaluation's mean, the checkpoint's gather, a barrier)
+    waits inside C++, where Python runs no signal handler: torchrun's SIGTERM would go unheard and its SIGKILL end
+    the process 30 s later without a word. Python's C-level handler still writes the signal's number to the file
+    descriptor that signal.set_wakeup_fd names: a thread reads it, and from the first SIGINT or SIGTERM on looks
+    every WATCH_SECONDS whether this process waits on the other ranks (`Ranks.waiting`) while one of them has ended
+    or is stopped; after LOST_SECONDS of that, it calls `on_lost` (trainer/cli.py's lost_rank: the line, then the
+    end of the process). Where gloo notices the loss itself, its error says it first, through the same lost_rank."""
+
+    def __init__(self, ranks: Ranks, on_lost: Callable[[], None]):
+        self.ranks, self.on_lost = ranks, on_lost
+        self.done = threading.Event()
+        self.writer: Optional[int] = None
+        self.previous = -1
+
+    def __enter__(self) -> "PeerWatch":
+        if self.ranks.distributed and handles_signals():  # set_wakeup_fd is the main thread's
+            reader, self.writer = os.pipe()
+            os.set_blocking(self.writer, False)  # a signal handler must never wait on a full pipe
+            self.previous = signal.set_wakeup_fd(self.writer, warn_on_full_buffer=False)
+            threading.Thread(target=self.watch, args=(reader,), name="tinylm-peer-watch", daemon=True).start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        if self.writer is not None:
+            signal.set_wakeup_fd(self.previous)
+            self.done.set()
+            os.close(self.writer)  # the thread's read ends
+
+    def watch(self, reader: int) -> None:
+        with os.fdopen(reader, "rb", buffering=0) as received:
+            while True:
+                numbers = received.read(64)
+                if not numbers:  # the writing end was closed: the watch is over
+                    return
+                if any(number in SIGNALS for number in numbers):
+                    break
+        lost_since = None
+        while not self.done.wait(WATCH_SECONDS):
+            if not (self.ranks.waits and unanswering(self.ranks)):
+                lost_since = None
+            elif lost_since is None:
+                lost_since = time.monotonic()
+            elif time.monotonic() - lost_since >= LOST_SECONDS:
+                self.on_lost()
+                return
 
 
 class Interrupted(Exception):

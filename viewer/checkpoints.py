@@ -111,8 +111,9 @@ def unreadable(path: Path) -> str:
 
 def choose(run_dir: Path, order: tuple[str, ...] = READ_ORDER, named: Callable[[Path], str] = str) -> Choice:
     """The first whole checkpoint of `run_dir` in `order`; `named` says a file as the reader shows it (the tab:
-    relative to the run). A damaged one passed over is named in the note; when none is whole, in the problem."""
-    present = [run_dir / name for name in order if (run_dir / name).is_file()]
+    relative to the run). One passed over, damaged or not a file (a directory), is named in the note with why; when
+    none is whole, in the problem."""
+    present = [run_dir / name for name in order if (run_dir / name).exists()]
     passed = []
     for path in present:
         seen = look(path)
