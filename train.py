@@ -16,13 +16,13 @@ from typing import Optional
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 from trainer import distributed
 from trainer.checkpoint import BEST, Checkpointer, from_events_writer, load_checkpoint, unwritable_events
 from trainer.cli import lost_rank, one_line_errors, run_with_one_line_errors
-from trainer.config import TrainConfig, objective_key, register_schema, to_train_config
+from trainer.config import TrainConfig, objective_key, register_schema, to_train_config, without_shared_settings
 from trainer.distributed import Ranks, pick_device
 from trainer.evaluate import estimate_loss
 from trainer.memory import check_memory
@@ -44,7 +44,6 @@ from trainer.schedule import Schedule
 from trainer.stopping import Interrupted, NonFiniteGuard, PeerWatch, StopSignals
 
 log = logging.getLogger("tinylm")
-SHARED_SETTINGS = ("encoder",)  # a preset's settings its runs share, named as the group of its runs' configs
 register_schema()
 register_resolvers()  # configs/train.yaml's hydra.run.dir: resumed runs and torchrun ranks share one directory
 
@@ -124,19 +123,6 @@ def evaluate(run: TrainingRun, recorder: Recorder | NullRecorder, checkpointer: 
         recorder.evaluation(run.step, losses)
         checkpointer.evaluated()
     return losses
-
-
-def without_shared_settings(cfg: DictConfig, choices: dict) -> DictConfig:
-    """The run's settings with a preset's shared ones taken into the settings that read them and then left out, as
-    no run's schema holds them: +encoder.blank_share, which the blank-filling runs of +experiment=encoder read
-    (configs/encoder/). Given to a run that is not one of the preset's jobs, they are kept, for the schema to refuse."""
-    shared = [key for key in SHARED_SETTINGS if key in cfg and choices.get(key)]
-    if not shared:
-        return cfg
-    settings = OmegaConf.to_container(cfg, resolve=True)
-    for key in shared:
-        del settings[key]
-    return OmegaConf.create(settings)
 
 
 @hydra.main(version_base="1.3", config_path=str(Path(__file__).parent / "configs"), config_name="train")

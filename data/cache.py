@@ -26,7 +26,7 @@ from typing import Optional
 import numpy as np
 from tokenizers import Tokenizer
 
-from data.errors import DataError
+from data.errors import DataError, naming
 from data.manifest import DamagedEntry, open_checked, write_manifest
 from data.sources import Corpus, DataConfig, open_corpus
 from data.staging import DAMAGED, Staging, remove_abandoned
@@ -136,7 +136,8 @@ def build_entry(
                 )
                 for split, part in {"train": (0, cut), "val": (cut, None)}.items()
             }
-            tokenizer.save(str(staging.path / "tokenizer.json"))
+            with naming(staging.path / "tokenizer.json"):  # written by Python: a failed write names its file
+                (staging.path / "tokenizer.json").write_text(tokenizer.to_str(pretty=True))
             facts = {"key": settings, "dtype": dtype.name, "vocab_size": tokenizer.get_vocab_size(), "tokens": tokens}
             write_manifest(staging.path, FILES, facts)
             staging.publish()

@@ -9,6 +9,8 @@ from functools import partial
 from pathlib import Path
 from typing import BinaryIO
 
+from data.errors import naming
+
 MANIFEST = "manifest.json"
 CRC_BLOCK_BYTES = 1 << 20
 
@@ -32,7 +34,8 @@ def write_manifest(directory: Path, names: tuple[str, ...], facts: dict) -> None
     for name in names:
         with open(directory / name, "rb") as file:
             files[name] = {"bytes": os.fstat(file.fileno()).st_size, "crc32": checksum(file)}
-    (directory / MANIFEST).write_text(json.dumps(facts | {"files": files}, indent=1, default=str))
+    with naming(directory / MANIFEST):
+        (directory / MANIFEST).write_text(json.dumps(facts | {"files": files}, indent=1, default=str))
 
 
 def open_checked(directory: int, names: tuple[str, ...], stack: ExitStack) -> dict[str, BinaryIO]:

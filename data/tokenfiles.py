@@ -1,12 +1,13 @@
 """Token ids on disk: one-dimensional .npy files, written a part at a time and read back as memory maps."""
 
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
 from numpy.lib import format as npy
+
+from data.errors import naming
 
 
 def write_tokens(path: Path, dtype: np.dtype, parts: Iterable[np.ndarray]) -> int:
@@ -32,18 +33,6 @@ def write_tokens(path: Path, dtype: np.dtype, parts: Iterable[np.ndarray]) -> in
         with naming(path):
             file.close()  # what the buffer still holds is written here
     return length
-
-
-@contextmanager
-def naming(path: Path) -> Iterator[None]:
-    """An OSError of a write to `path` with the file's name, which Python's writes leave out (a full disk's ENOSPC):
-    whoever reports it names the file that failed, not a guess."""
-    try:
-        yield
-    except OSError as error:
-        if error.filename is None:
-            error.filename = str(path)
-        raise
 
 
 def write_header(file: BinaryIO, dtype: np.dtype, length: int) -> None:

@@ -11,8 +11,7 @@ from omegaconf import DictConfig
 from conftest import ROOT, compose_config
 from data import Source
 from model import QKInit
-from train import without_shared_settings
-from trainer.config import ConfigError, TrainConfig, objective_key, to_train_config
+from trainer.config import ConfigError, TrainConfig, objective_key, to_train_config, without_shared_settings
 from trainer.overrides import PARSER
 
 # What each preset sweeps (the grids): setting -> its values, in the order the jobs run.

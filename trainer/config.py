@@ -238,3 +238,19 @@ def check_values(config: TrainConfig) -> None:
             config.optim.warmup_steps,
             config.trainer.max_steps,
         )
+
+
+SHARED_SETTINGS = ("encoder",)  # a preset's settings its runs share, named as the group of its runs' configs
+
+
+def without_shared_settings(cfg: DictConfig, choices: dict) -> DictConfig:
+    """The run's settings with a preset's shared ones taken into the settings that read them and then left out, as
+    no run's schema holds them: +encoder.blank_share, which the blank-filling runs of +experiment=encoder read
+    (configs/encoder/). Given to a run that is not one of the preset's jobs, they are kept, for the schema to refuse."""
+    shared = [key for key in SHARED_SETTINGS if key in cfg and choices.get(key)]
+    if not shared:
+        return cfg
+    settings = OmegaConf.to_container(cfg, resolve=True)
+    for key in shared:
+        del settings[key]
+    return OmegaConf.create(settings)
