@@ -26,13 +26,12 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from attend import runs_of
-from trainer.checkpoint import CheckpointError
 from trainer.cli import one_line_errors, run_with_one_line_errors
 from trainer.config import ConfigError, to_typed
-from viewer.page import page_data, page_problem
+from viewer.page import page_data
 from viewer.page_curves import page_curves
 from viewer.page_file import page_html
-from viewer.runs import RunCheckpoints, checkpoint_at, load_at
+from viewer.runs import RunCheckpoints, checkpoint_at
 
 
 @dataclass
@@ -63,6 +62,12 @@ def check_settings(config: ExportConfig) -> Path:
         )
     if not out.parent.is_dir():
         raise ConfigError(f"out={config.out}: no folder {out.parent} to write it in")
+    probe = out.with_name(f".{out.name}.{uuid.uuid4().hex}.tmp")
+    try:  # before the runs are read: a folder that cannot take the page is said at once
+        probe.touch(exist_ok=False)
+        probe.unlink()
+    except OSError as error:
+        raise ConfigError(f"out={config.out}: its folder {out.parent} cannot be written ({error.strerror})") from None
     return out
 
 
@@ -77,9 +82,12 @@ def steps_wanted(steps: Any) -> str | list[int]:
     raise ConfigError(f"steps={steps}: give last, all, or a list of the steps the runs kept, e.g. steps=[100,500]")
 
 
-def chosen_steps(run: RunCheckpoints, steps: str | list[int]) -> list[int]:
-    """The steps of `run` the page holds; a listed step it did not keep is a ConfigError naming the steps it kept."""
+def chosen_steps(run: RunCheckpoints, steps: str | list[int]) -> list[int | None]:
+    """The steps of `run` the page holds (None: its default checkpoint, for a run whose steps cannot be listed); a
+    listed step it did not keep is a ConfigError naming the steps it kept."""
     kept = [kept.step for kept in run.steps]
+    if not kept or not run.checkpoint:
+        return [None]  # viewer/page.py says why it cannot be read, or reads it as the tab does
     if steps == "last":
         return kept[-1:]
     if steps == "all":
@@ -89,23 +97,9 @@ def chosen_steps(run: RunCheckpoints, steps: str | list[int]) -> list[int]:
     return steps
 
 
-def refusal(run: RunCheckpoints, steps: list[int]) -> str:
-    """Why the page cannot hold `run` at `steps` ("" where it can): no whole checkpoint, one that fails its check, or
-    a model the page's forward does not compute (viewer/page.py's page_problem)."""
-    if run.checkpoint is None or not steps:
-        return f"{run.name}: {run.problem or 'no checkpoint (best.pt or last.pt) yet'}"
-    for step in steps:
-        try:
-            _, checkpoint = load_at(run, step)
-        except (CheckpointError, ConfigError) as error:
-            return f"{run.name}: {error}"
-        if problem := page_problem(checkpoint):
-            return f"{run.name}: {problem}"
-    return ""
-
-
 def write_page(out: Path, text: str) -> None:
-    """The page written whole or not at all: into a temporary file beside it, renamed over it once complete."""
+    """The page written whole or not at all: into a temporary file beside it, renamed over it once complete. A write
+    that fails (a full disk) names the page, not the temporary file, which is gone."""
     temporary = out.with_name(f".{out.name}.{uuid.uuid4().hex}.tmp")
     try:
         with open(temporary, "w", encoding="utf-8") as file:
@@ -113,6 +107,8 @@ def write_page(out: Path, text: str) -> None:
             file.flush()
             os.fsync(file.fileno())
         os.replace(temporary, out)
+    except OSError as error:
+        raise OSError(error.errno, error.strerror, str(out)) from None
     finally:
         temporary.unlink(missing_ok=True)
 
@@ -128,20 +124,24 @@ def main(cfg: DictConfig) -> None:
         out = check_settings(config)
         wanted = steps_wanted(config.steps)
         runs = runs_of(config.ckpt)
-        steps = {run.name: chosen_steps(run, wanted) if run.checkpoint else [] for run in runs}
-        refused = {run.name: reason for run in runs if (reason := refusal(run, steps[run.name]))}
-        chosen = [(run, steps[run.name]) for run in runs if run.name not in refused]
-        if not chosen:
-            raise ConfigError(f"ckpt={config.ckpt}: no run the page can hold; {'; '.join(refused.values())}")
-        for reason in refused.values():
-            print(f"left out {reason}")
-        title = config.title or Path(config.ckpt).expanduser().resolve().name
+        answers = page_data([(run, chosen_steps(run, wanted)) for run in runs])
+        left_out = [f"{refused['run']}: {refused['reason']}" for refused in answers["left_out"]]
+        listed = answers["runs"]["runs"]
+        if not listed:
+            raise ConfigError(f"ckpt={config.ckpt}: no run the page can hold; {'; '.join(left_out)}")
+        for line in left_out:
+            print(f"left out {line}")
         held = "; ".join(
-            f"{run.label or run.name} at step{'s' * (len(at) > 1)} {', '.join(map(str, at))}" for run, at in chosen
+            f"{run['label'] or run['name']} at step{'s' * (len(run['steps']) > 1)} "
+            + ", ".join(str(kept["step"]) for kept in run["steps"])
+            for run in listed
         )
-        note = f"Exported by tinylm's export.py from {title}: {held}."
-        curves = page_curves(runs, [run.name for run, _ in chosen])
-        write_page(out, page_html(title, note, page_data(chosen), curves))
+        title = config.title or Path(config.ckpt).expanduser().resolve().name
+        note = f"Exported by tinylm's export.py from {title}: {held}." + "".join(
+            f" Left out {line}." for line in left_out
+        )
+        curves = page_curves(runs, [run["name"] for run in listed])
+        write_page(out, page_html(title, note, answers, curves))
         print(f"wrote {out} ({megabytes(out.stat().st_size)}): {held}")
 
 

@@ -35,23 +35,33 @@ class Opened:
 
 
 @contextmanager
-def page_in_chromium(path: Path, height: int = 1000, width: int = WIDTH) -> Iterator[Opened]:
-    """The page at `path` opened from disk (file://), once its curves and its first panels are drawn."""
+def chromium() -> Iterator[object]:
+    """Debian's chromium, every request to the network sent to the dead proxy."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=[*FLAGS, DEAD_PROXY])
         try:
-            page = browser.new_page(viewport={"width": width, "height": height})
-            opened = Opened(page)
-            page.on("request", lambda request: keep_outside(opened.requests, request.url))
-            page.on("console", lambda message: message.type == "error" and opened.errors.append(message.text))
-            page.on("pageerror", lambda error: opened.errors.append(f"{error.name}: {error.message}"))
-            page.goto(path.resolve().as_uri())
-            wait_until_drawn(page)
-            yield opened
+            yield browser
         finally:
             browser.close()
+
+
+@contextmanager
+def opened_page(browser, path: Path, height: int = 1000, width: int = WIDTH) -> Iterator[Opened]:
+    """The page at `path` opened from disk (file://) in a tab of `browser`, once its curves and first panels are
+    drawn."""
+    page = browser.new_page(viewport={"width": width, "height": height})
+    try:
+        opened = Opened(page)
+        page.on("request", lambda request: keep_outside(opened.requests, request.url))
+        page.on("console", lambda message: message.type == "error" and opened.errors.append(message.text))
+        page.on("pageerror", lambda error: opened.errors.append(f"{error.name}: {error.message}"))
+        page.goto(path.resolve().as_uri())
+        wait_until_drawn(page)
+        yield opened
+    finally:
+        page.close()
 
 
 def keep_outside(requests: list[str], url: str) -> None:
@@ -130,7 +140,7 @@ def main() -> None:
     parser.add_argument("--height", type=int, default=1500)
     parser.add_argument("--width", type=int, default=WIDTH)
     args = parser.parse_args()
-    with page_in_chromium(args.page, args.height, args.width) as opened:
+    with chromium() as browser, opened_page(browser, args.page, args.height, args.width) as opened:
         page = opened.page
         if os.environ.get("TINYLM_PAGE_TIMING") == "1":
             print_timing(page, args.text)
