@@ -40,7 +40,7 @@ class ExportConfig:
     out: Optional[str] = None  # the HTML file to write
     steps: Any = "last"  # last (each run's last kept step), all (every step kept), or a list of steps: [100,500]
     force: bool = False  # replace an existing out file; without it, a page is never overwritten
-    title: Optional[str] = None  # the page's heading; default: the directory's name
+    title: Optional[str] = None  # the page's heading; default: tinylm and the directory's last two names
 
 
 ConfigStore.instance().store(name="export_schema", node=ExportConfig)  # the first entry of configs/export.yaml
@@ -136,8 +136,9 @@ def main(cfg: DictConfig) -> None:
             + ", ".join(str(kept["step"]) for kept in run["steps"])
             for run in listed
         )
-        title = config.title or Path(config.ckpt).expanduser().resolve().name
-        note = f"Exported by tinylm's export.py from {title}: {held}." + "".join(
+        source = "/".join(Path(config.ckpt).expanduser().resolve().parts[-2:])  # multirun/leak/DATE: leak/DATE
+        title = config.title or f"tinylm: {source}"
+        note = f"Exported by tinylm's export.py from {source}: {held}." + "".join(
             f" Left out {line}." for line in left_out
         )
         curves = page_curves(runs, [run["name"] for run in listed])

@@ -150,7 +150,7 @@ def main() -> None:
                 click_query(page, run, args.query)
         page.evaluate("window.scrollTo(0, 0)")
         page.mouse.move(0, 0)
-        page.screenshot(path=str(args.out), full_page=True)
+        page.screenshot(path=str(args.out))  # what the window shows: the top of the page, `--height` tall
         assert not opened.requests and not opened.errors, (opened.requests, opened.errors)
     print(f"wrote {args.out}")
 
