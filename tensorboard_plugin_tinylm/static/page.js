@@ -629,7 +629,9 @@ function generator(seed) {
 
 // One checkpoint's JSON (viewer/page.py's page_model) made ready: its weights as Float64Arrays by layer.
 function prepared(json) {
-  const bytes = Uint8Array.from(atob(json.weights.base64), (c) => c.charCodeAt(0));
+  const binary = atob(json.weights.base64);
+  const bytes = new Uint8Array(binary.length);
+  for (let k = 0; k < binary.length; k++) bytes[k] = binary.charCodeAt(k);
   const view = new DataView(bytes.buffer);
   const tensor = (name) => {
     const found = json.weights.tensors[name];
