@@ -52,7 +52,6 @@ def check_settings(config: ExportConfig) -> Path:
         raise ConfigError("ckpt: give a run directory or a sweep, e.g. ckpt=multirun/leak/DATE")
     if not config.out:
         raise ConfigError("out: give the HTML file to write, e.g. out=leak.html")
-    steps_wanted(config.steps)
     out = Path(config.out).expanduser()
     if out.is_dir():
         raise ConfigError(f"out={config.out}: a directory; give the HTML file to write, e.g. out={out / 'leak.html'}")
@@ -75,9 +74,9 @@ def steps_wanted(steps: Any) -> str | list[int]:
     """steps= as "last", "all" or a list of steps (one step alone is a list of one)."""
     if steps in ("last", "all"):
         return steps
-    if isinstance(steps, int) and not isinstance(steps, bool):
+    if type(steps) is int and steps >= 0:
         return [steps]
-    if isinstance(steps, list | ListConfig) and steps and all(isinstance(s, int) and s >= 0 for s in steps):
+    if isinstance(steps, list | ListConfig) and steps and all(type(s) is int and s >= 0 for s in steps):
         return sorted(set(steps))
     raise ConfigError(f"steps={steps}: give last, all, or a list of the steps the runs kept, e.g. steps=[100,500]")
 
@@ -121,8 +120,7 @@ def megabytes(size: int) -> str:
 def main(cfg: DictConfig) -> None:
     with one_line_errors():
         config = to_typed(ExportConfig, OmegaConf.to_container(cfg))
-        out = check_settings(config)
-        wanted = steps_wanted(config.steps)
+        out, wanted = check_settings(config), steps_wanted(config.steps)
         runs = runs_of(config.ckpt)
         answers = page_data([(run, chosen_steps(run, wanted)) for run in runs])
         left_out = [f"{refused['run']}: {refused['reason']}" for refused in answers["left_out"]]

@@ -11,7 +11,16 @@ import shutil
 from pathlib import Path
 
 import pytest
-from attention_browser import CHROMIUM, move_step, panel_of, point_at, point_at_token, type_text, wait_for_panels
+from attention_browser import (
+    CHROMIUM,
+    continue_text,
+    move_step,
+    panel_of,
+    point_at,
+    point_at_token,
+    type_text,
+    wait_for_panels,
+)
 from page_browser import FIREFOX, chromium, firefox_screenshot, opened_page, print_timing
 
 from conftest import SWEEP, cli
@@ -152,6 +161,17 @@ def test_the_leak_pages_panel_answers_a_typed_text_as_the_tabs_route_does(leak_p
     expected = served_attention(leak_sweep, unmasked, TEXT)["weights"][3][5]
     cell = panel_of(page, unmasked).locator("p.cell").inner_text()
     assert cell == f"a[3,5] = {expected:.3f}: query 'b' reading key ',' (j > i: the future)"
+    assert leak_page.errors == []
+
+
+def test_the_leak_pages_runs_continue_the_text_in_the_page(leak_page):
+    page = leak_page.page
+    continue_text(page, 20)
+    for panel in page.locator(".panel").all():
+        written = panel.locator(".generation")
+        assert written.is_visible() and written.locator(".error").count() == 0
+        assert written.locator(".gen-caption").inner_text().startswith("Continued by 20 tokens at step 10 ")
+        assert written.locator(".prompt").inner_text() == TEXT
     assert leak_page.errors == []
 
 
