@@ -20,7 +20,9 @@ PAGE_JS = Path(__file__).resolve().parents[1] / "tensorboard_plugin_tinylm" / "s
 LOGITS = 1e-5  # the page computes in float64 what torch computes in float32
 PROBABILITIES = 1e-4
 PROBABILITY_KEYS = {"top", "p_next", "trained", "masked", "uniform", "no_look"}
-SCORE_KEYS = {"raw", "fed"}  # scores grow with the weights: held to LOGITS relative to their size above 1
+# The scores q_i . k_j: torch's float32 error grows with |q| |k|, so they are held to LOGITS times the largest score
+# of their matrix (when above 1).
+SCORE_KEYS = {"raw", "fed"}
 
 
 @contextmanager
@@ -68,11 +70,17 @@ def served(logdir: Path, route: str, body: object = None) -> dict:
         return {"error": str(error), **error.fields}
 
 
-def assert_same(server: object, page: object, worst: dict[str, float] | None = None, path: str = "") -> None:
-    """The page's answer is the server's: numbers within LOGITS (PROBABILITIES for probabilities), every other value
-    exactly; `worst` keeps the largest difference seen by kind."""
+def assert_same(
+    server: object, page: object, worst: dict[str, float] | None = None, path: str = "", scale: float = 1.0
+) -> None:
+    """The page's answer is the server's: numbers within LOGITS (PROBABILITIES for probabilities, and scores as
+    SCORE_KEYS says), every other value exactly; `worst` keeps the largest difference seen by kind."""
     where = path or "the answer"
-    if path.endswith(".top"):
+    if path.rsplit(".", 1)[-1] in SCORE_KEYS and isinstance(server, list):
+        largest = max((abs(x) for row in server for x in row if x is not None), default=0.0)
+        for i, (a, b) in enumerate(zip(server, page, strict=True)):
+            assert_same(a, b, worst, f"{path}[{i}]", max(1.0, largest))
+    elif path.endswith(".top"):
         assert_same_top(server, page, worst, path)
     elif isinstance(server, dict):
         assert isinstance(page, dict) and server.keys() == page.keys(), f"{where}: {server} != {page}"
@@ -81,11 +89,11 @@ def assert_same(server: object, page: object, worst: dict[str, float] | None = N
     elif isinstance(server, list):
         assert isinstance(page, list) and len(server) == len(page), f"{where}: {server} != {page}"
         for i, (a, b) in enumerate(zip(server, page)):
-            assert_same(a, b, worst, f"{path}[{i}]")
+            assert_same(a, b, worst, f"{path}[{i}]", scale)
     elif isinstance(server, float) and isinstance(page, int | float) and not isinstance(page, bool):
         key = path.rsplit(".", 1)[-1].split("[")[0]
         kind = "probability" if key in PROBABILITY_KEYS else "score" if key in SCORE_KEYS else "number"
-        allowed = PROBABILITIES if kind == "probability" else LOGITS * max(1.0, abs(server) * (kind == "score"))
+        allowed = PROBABILITIES if kind == "probability" else LOGITS * scale
         difference = abs(server - page)
         if worst is not None:
             worst[kind] = max(worst.get(kind, 0.0), difference)

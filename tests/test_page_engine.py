@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 from attention_browser import CHROMIUM
-from hypothesis import event, given
+from hypothesis import event, example, given
 from hypothesis import strategies as st
 from page_engine import LOGITS, ask, assert_same, engine_page, give, largest_difference, random_run, served
 from test_properties import ANY_JSON, examples
@@ -56,12 +56,22 @@ def state_of(run_dir: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def logdir(tmp_path_factory, leak_sweep, shared_cache_dir) -> Path:
-    """The leak sweep's two jobs and a fill-in-the-blank run, under one directory."""
+    """The leak sweep's two jobs, a fill-in-the-blank run, and runs of random weights with two layers (one of each
+    task) and with a finite mask value, under one directory."""
     root = tmp_path_factory.mktemp("page-runs")
     for run in sorted(leak_sweep.glob("[01]_*")):
         shutil.copytree(run, root / run.name)
     trained = cli("train.py", *FILL, f"data.cache_dir={shared_cache_dir}", f"hydra.run.dir={root / 'fill'}")
     assert trained.returncode == 0, trained.stderr
+    next_token, fill = state_of(next(root.glob("0_*"))), state_of(root / "fill")
+    for seed, (name, state, settings) in enumerate(
+        [
+            ("two layers", next_token, {"n_layer": 2}),
+            ("fill, two layers", fill, {"n_layer": 2, "qk_norm": True}),
+            ("a finite mask value", next_token, {"mask_value": -1.0, "softcap": 3.0}),
+        ]  # fmt: skip
+    ):
+        random_run(root, name, state, seed, **settings)
     return root
 
 
@@ -116,13 +126,13 @@ def attention_requests(draw, data: dict) -> dict:
     run = draw(st.sampled_from(runs) | st.sampled_from([run for run in runs if run["name"].startswith("fill")]))
     fills = run["name"].startswith("fill")
     rarely = lambda usual, other: st.one_of(usual, usual, usual, other)  # noqa: E731
-    characters = rarely(st.just(SEEN + MARKERS * fills), st.just(SEEN + MARKERS + UNSEEN))
-    text = "".join(draw(st.lists(st.sampled_from(draw(characters)), max_size=40)))
+    usual = st.lists(st.sampled_from(SEEN + ["_"] * fills), min_size=1, max_size=40)
+    text = "".join(draw(rarely(usual, st.lists(st.sampled_from(SEEN + MARKERS + UNSEEN), max_size=40))))
     steps = [kept["step"] for kept in run.get("steps", [])] or [None]
     within = st.integers(0, max(len(text) - 1, 0))
     optional = {
         "step": rarely(st.none() | st.sampled_from(steps), st.integers(-1, 12)),
-        "layer": rarely(st.just(0), st.integers(-1, 2)),
+        "layer": rarely(st.integers(0, run["name"].count("two layers")), st.integers(-1, 2)),
         "blanks": rarely(st.lists(within, max_size=3 * fills), st.lists(st.integers(-1, 45), max_size=3)),
         "temperature": st.sampled_from([1, 0.5, 2.0, 1e-3, 100]) | st.floats(1e-3, 100),
     }
@@ -133,6 +143,9 @@ def attention_requests(draw, data: dict) -> dict:
 def test_the_pages_attention_answers_are_the_servers(page, data, logdir):
     @examples(40)
     @given(body=attention_requests(data))
+    @example(body={"run": "two layers", "text": VALIDATION, "layer": 1})
+    @example(body={"run": "a finite mask value", "text": VALIDATION, "temperature": 0.5})
+    @example(body={"run": "fill, two layers", "text": "So f_ul and fair", "layer": 1, "blanks": [0, 9]})
     def check(body):
         sent, answer = ask(page, "runs", "attention", body)
         expected = json.loads(json.dumps(served(logdir, "attention", sent)))

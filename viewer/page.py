@@ -155,7 +155,7 @@ def chosen_models(entry: RunCheckpoints, steps: list[int | None]) -> dict[str, d
     if entry.checkpoint is None:
         raise PageRefusal(entry.problem or "no checkpoint (best.pt or last.pt) yet")
     models = {}
-    for step in dict.fromkeys(steps):
+    for step in dict.fromkeys(steps or [None]):
         try:
             path, checkpoint = load_at(entry, step)
         except (ConfigError, CheckpointError) as error:
