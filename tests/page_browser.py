@@ -22,7 +22,7 @@ from pathlib import Path
 from attention_browser import CHROMIUM, FLAGS, WIDTH, click_query, type_text, wait_for_panels
 
 DEAD_PROXY = "--proxy-server=127.0.0.1:9"  # nothing listens there: a request that got past the CSP fails
-IN_PAGE = ("file:", "blob:", "data:", "about:")  # what a page made of one file may ask for
+IN_PAGE = ("blob:", "data:", "about:")  # what a page made of one file may ask for, besides itself
 FIREFOX = "/usr/bin/firefox-esr"
 TYPING_PAUSE_S = 0.12  # index.js's TYPING_PAUSE_MS: a redraw waits for the typing to pause this long
 
@@ -30,7 +30,7 @@ TYPING_PAUSE_S = 0.12  # index.js's TYPING_PAUSE_MS: a redraw waits for the typi
 @dataclass
 class Opened:
     page: object  # Playwright's page
-    requests: list[str] = field(default_factory=list)  # every URL asked outside the file
+    requests: list[str] = field(default_factory=list)  # every URL asked but the page's own
     errors: list[str] = field(default_factory=list)  # console errors (a CSP violation among them) and exceptions
 
 
@@ -48,25 +48,22 @@ def chromium() -> Iterator[object]:
 
 
 @contextmanager
-def opened_page(browser, path: Path, height: int = 1000, width: int = WIDTH) -> Iterator[Opened]:
-    """The page at `path` opened from disk (file://) in a tab of `browser`, once its curves and first panels are
-    drawn."""
+def opened_page(browser, path: Path, height: int = 1000, width: int = WIDTH, address: str = "") -> Iterator[Opened]:
+    """The page at `path` opened from disk (file://), or from `address` where a server serves it, in a tab of
+    `browser`, once its curves and first panels are drawn."""
+    address = address or path.resolve().as_uri()
     page = browser.new_page(viewport={"width": width, "height": height})
     try:
         opened = Opened(page)
-        page.on("request", lambda request: keep_outside(opened.requests, request.url))
+        outside = lambda url: url != address and not url.startswith(IN_PAGE)  # noqa: E731
+        page.on("request", lambda request: outside(request.url) and opened.requests.append(request.url))
         page.on("console", lambda message: message.type == "error" and opened.errors.append(message.text))
         page.on("pageerror", lambda error: opened.errors.append(f"{error.name}: {error.message}"))
-        page.goto(path.resolve().as_uri())
+        page.goto(address)
         wait_until_drawn(page)
         yield opened
     finally:
         page.close()
-
-
-def keep_outside(requests: list[str], url: str) -> None:
-    if not url.startswith(IN_PAGE):
-        requests.append(url)
 
 
 def wait_until_drawn(page) -> None:

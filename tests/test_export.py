@@ -8,7 +8,10 @@ import json
 import os
 import re
 import shutil
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from threading import Thread
 
 import pytest
 from attention_browser import (
@@ -124,6 +127,19 @@ def leak_page(browser, pages):
 def test_the_leak_page_opens_from_disk_asking_nothing_of_the_network_and_logging_no_error(leak_page):
     assert leak_page.requests == []
     assert leak_page.errors == []
+
+
+def test_the_leak_page_works_the_same_from_a_static_host(browser, pages):
+    handler = partial(SimpleHTTPRequestHandler, directory=str(pages))
+    with ThreadingHTTPServer(("127.0.0.1", 0), handler) as server:
+        Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            address = f"http://127.0.0.1:{server.server_port}/leak.html"
+            with opened_page(browser, pages / "leak.html", address=address) as opened:
+                assert opened.page.locator(".panel").count() == 2
+                assert opened.requests == [] and opened.errors == []
+        finally:
+            server.shutdown()
 
 
 def test_the_leak_pages_first_charts_are_the_presets_own_in_tensorboards_run_colours(leak_page):
@@ -296,6 +312,14 @@ def test_no_text_from_the_runs_can_end_a_data_block():
     inside = block.removeprefix('<script type="application/json" id="x">').removesuffix("</script>")
     assert "<" not in inside
     assert json.loads(inside) == {"run": "</script><script>alert(1)</script>", "token": "<!--"}
+
+
+def test_the_title_and_the_heading_line_are_text_not_html():
+    from viewer.page_file import page_html
+
+    page = page_html("<b>leak</b>", "from <i>here</i> & there", {}, {"sections": []})
+    assert "<b>" not in page and "<i>" not in page
+    assert "<title>&lt;b&gt;leak&lt;/b&gt;</title>" in page and "from &lt;i&gt;here&lt;/i&gt; &amp; there" in page
 
 
 @pytest.mark.skipif(not Path(FIREFOX).exists() and not os.environ.get("CI"), reason="needs Debian's firefox-esr")
