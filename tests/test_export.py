@@ -156,6 +156,22 @@ def test_the_leak_pages_first_charts_are_the_presets_own_in_tensorboards_run_col
             assert chart.locator("canvas").evaluate(DRAWN_IN, colour) > 20, (chart.get_attribute("data-title"), colour)
 
 
+def test_the_leak_pages_folded_sections_open_on_charts_drawn_for_both_runs(leak_page):
+    page = leak_page.page
+    folded = page.locator("#curves details:not([open]) > summary")
+    titles = folded.all_inner_texts()
+    assert titles == ["the lesson", "what the attention does"]  # the layout's other sections
+    for title in titles:
+        page.locator("#curves summary", has_text=title).click()
+    charts = page.locator("#curves .chart").all()
+    assert len(charts) > 3
+    for chart in charts:
+        assert chart.is_visible()
+        assert all(chart.locator("canvas").evaluate(DRAWN_IN, colour) > 0 for colour in (MASKED, UNMASKED))
+    for title in titles:
+        page.locator("#curves summary", has_text=title).click()  # folded again for the tests that follow
+
+
 # How many of a canvas's pixels are near `colour` (anti-aliased lines are never all of one value).
 DRAWN_IN = """(canvas, colour) => {
   const want = [1, 3, 5].map((at) => parseInt(colour.slice(at, at + 2), 16));
