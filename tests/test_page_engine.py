@@ -7,14 +7,16 @@ import json
 import os
 import shutil
 import statistics
+import unicodedata
 from pathlib import Path
 
 import pytest
 import torch
 from attention_browser import CHROMIUM
-from hypothesis import event, example, given
+from hypothesis import assume, event, example, given
 from hypothesis import strategies as st
 from page_engine import LOGITS, ask, assert_same, engine_page, give, largest_difference, random_run, served
+from test_attention_page import PROBABILITIES
 from test_properties import ANY_JSON, examples
 
 from conftest import cli
@@ -22,6 +24,7 @@ from data.tokenizer import TokenizerConfig, TokenizerKind, train_tokenizer
 from trainer.checkpoint import LAST
 from viewer.checkpoints import load
 from viewer.page import page_data, page_problem
+from viewer.predictions import probability
 from viewer.runs import list_runs
 
 pytestmark = pytest.mark.slow
@@ -48,6 +51,18 @@ VALIDATION = "So foul and fair a day I have not seen."
 SEEN = [*dict.fromkeys(VALIDATION + "\n")]  # characters every run here was trained on
 UNSEEN = ["~", "é", "\U0001f600", "[UNK]", "\ud800"]  # one never seen, typed [UNK], a lone surrogate
 MARKERS = ["_", "\\_"]  # a blank, and the marker itself (which a next-token run's text may not hold either)
+
+
+def is_json(value: object) -> bool:
+    """Whether JSON can carry the value (not nan nor an infinity, which a page never sends)."""
+    try:
+        json.dumps(value, allow_nan=False)
+        return True
+    except ValueError:
+        return False
+
+
+JSON_VALUES = ANY_JSON.filter(is_json)
 
 
 def state_of(run_dir: Path) -> dict:
@@ -207,12 +222,34 @@ def test_a_bad_request_gets_the_servers_line(page, data, logdir):
     @examples(60)
     @given(
         route=st.sampled_from(["attention", "generate"]),
-        body=st.fixed_dictionaries({"run": st.sampled_from(runs)}, optional=dict.fromkeys(keys, ANY_JSON))
-        | ANY_JSON.filter(lambda body: not isinstance(body, dict)),
+        body=st.fixed_dictionaries({"run": st.sampled_from(runs)}, optional=dict.fromkeys(keys, JSON_VALUES))
+        | JSON_VALUES.filter(lambda body: not isinstance(body, dict)),
     )
     def check(route, body):
         sent, answer = ask(page, "runs", route, body)
         assert_same(json.loads(json.dumps(served(logdir, route, sent))), answer)
+
+    check()
+
+
+def test_the_page_writes_values_as_python_writes_them(page):
+    """page.js's ports of Python's repr (of any JSON value), of probability() (viewer/predictions.py) and of the
+    fixed-point format give Python's text to the character; for characters Python's Unicode tables know (newer ones
+    the browser may print where Python escapes them)."""
+
+    @examples(150)
+    @given(value=JSON_VALUES, p=st.floats(0, 1) | st.sampled_from(PROBABILITIES), places=st.sampled_from([2, 4, 7]))
+    def check(value, p, places):
+        assume(not any(unicodedata.category(c) == "Cn" for c in json.dumps(value, ensure_ascii=False)))
+        seen, written = page.evaluate(
+            """([text, p, places]) => {
+              const value = JSON.parse(text);
+              const { repr, probability, fixed } = engine.forTests;
+              return [JSON.stringify(value), JSON.stringify([repr(value), probability(p), fixed(p, places)])];
+            }""",
+            [json.dumps(value), p, places],
+        )
+        assert json.loads(written) == [repr(json.loads(seen)), probability(p), f"{p:.{places}f}"]
 
     check()
 

@@ -1024,4 +1024,4 @@ function byCodePoints(a, b) {
   return x.length - y.length;
 }
 
-export const forTests = { prepared, forwardAll, probability, repr, fixed, general, rounded, floatRepr };
+export const forTests = { prepared, forwardAll, probability, repr, fixed };
