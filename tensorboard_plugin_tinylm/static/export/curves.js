@@ -6,7 +6,9 @@
 const WIDTH = 420; // a chart's width where the page is wide (three in a row at 1400 px); narrower on a phone
 const NARROWEST = 260;
 const HEIGHT = 240;
+const LABEL_CHARS = 28; // the most of a y axis's label that fits beside a chart HEIGHT tall
 const DASHES = [[], [8, 4], [2, 3], [12, 3, 2, 3]]; // the chart's first tag solid, the second dashed, ...
+const MARKERS = ["solid", "dashed", "dotted", "double"]; // each one's legend marker, as CSS draws a border
 
 // Draws curves = {sections: [{title, charts: [{title, series: [{run, tag, steps, values}]}]}], colours, labels} into
 // `el`, the first section (a preset's own charts) open and the others folded, as TensorBoard's first view opens on it.
@@ -39,18 +41,20 @@ function drawChart(chart, curves, uPlot, el) {
   figure.append(element("figcaption", chart.title));
   const tags = [...new Set(chart.series.map((one) => one.tag))];
   const width = Math.max(NARROWEST, Math.min(WIDTH, el.clientWidth - 32));
+  const style = (one) => tags.indexOf(one.tag) % DASHES.length; // its line style's place in DASHES and MARKERS
   const options = {
     width,
     height: HEIGHT,
+    legend: { markers: { dash: (plot, index) => MARKERS[style(chart.series[index - 1])] } },
     scales: { x: { time: false } },
-    axes: [{ label: "step" }, { label: tags.join(", "), size: 60 }],
+    axes: [{ label: "step" }, { label: axisLabel(tags), size: 60 }],
     series: [
       { label: "step" },
       ...chart.series.map((one) => ({
         label: `${curves.labels[one.run] || one.run}: ${one.tag}`,
         stroke: curves.colours[one.run],
         width: 1.5,
-        dash: DASHES[tags.indexOf(one.tag) % DASHES.length],
+        dash: DASHES[style(one)],
       })),
     ],
   };
@@ -58,6 +62,19 @@ function drawChart(chart, curves, uPlot, el) {
   new uPlot(options, data, figure);
   figure.dataset.points = String(chart.series.reduce((sum, one) => sum + one.steps.length, 0));
   return figure;
+}
+
+// The y axis names the chart's tags, or where they are too many to fit its height, their common part ("grad/…"); the
+// legend below names each.
+function axisLabel(tags) {
+  const all = tags.join(", ");
+  if (all.length <= LABEL_CHARS) return all;
+  const common = tags.reduce((prefix, tag) => {
+    let same = 0;
+    while (same < prefix.length && prefix[same] === tag[same]) same++;
+    return prefix.slice(0, same);
+  });
+  return `${common.slice(0, common.lastIndexOf("/") + 1)}…`;
 }
 
 function element(tag, text) {
