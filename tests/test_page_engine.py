@@ -254,6 +254,23 @@ def test_the_page_writes_values_as_python_writes_them(page):
     check()
 
 
+def test_a_run_exported_at_some_steps_lists_those_and_opens_at_the_latest(page, logdir):
+    """Without the run's default checkpoint (best.pt, step 10) among the steps exported, the page reads the latest
+    one exported by default, and a step it does not hold is refused as a step the run did not keep."""
+    [fill] = [run for run in list_runs(logdir) if run.name == "fill"]
+    data = page_data([(fill, [0, 5])])
+    give(page, "some steps", data)
+    held = [{"step": 0, "file": "steps/step-0.pt"}, {"step": 5, "file": "steps/step-5.pt"}]
+    assert data["runs"]["runs"][0] | {"label": ""} == {
+        "name": "fill", "label": "", "checkpoint": "steps/step-5.pt", "step": 5, "problem": "", "note": "",
+        "steps": held,
+    }  # fmt: skip
+    _, answer = ask(page, "some steps", "attention", {"run": "fill", "text": "So f_ul"})
+    assert (answer["step"], answer["file"], answer["steps"]) == (5, "steps/step-5.pt", held)
+    _, answer = ask(page, "some steps", "attention", {"run": "fill", "text": "So f_ul", "step": 10})
+    assert answer == {"error": "step=10: fill kept no checkpoint at that step (kept: 0, 5)", "steps": held}
+
+
 def test_a_run_not_in_the_page_is_named_in_one_line(page):
     _, answer = ask(page, "runs", "attention", {"run": "../elsewhere", "text": "So"})
     assert answer == {"error": "run '../elsewhere': no such run in this page"}

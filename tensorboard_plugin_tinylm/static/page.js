@@ -753,10 +753,11 @@ function project(model, l, x) {
   return { q, k, v: linear(h, layer.Wv, null, model.dv) };
 }
 
-// attention() for query i over keys ks and values vs: its raw scores, what the softmax is fed, its weights (or
-// `row` in their place: a counterfactual look) and the weighted sum of the values. `causal` and `mask` as the layer
-// reads them for this forward.
+// attention() for query i over keys ks and values vs: its raw scores, what the softmax is fed, its weights and the
+// weighted sum of the values, `causal` and `mask` as the layer reads them for this forward; given `row` (a
+// counterfactual look), that sum with `row` as the weights alone.
 function attend(model, q, ks, vs, i, causal, mask, row = null) {
+  if (row) return { out: mixed(row, vs) };
   const { scale, softcap } = model.config;
   const T = ks.length;
   const raw = new Float64Array(T);
@@ -770,13 +771,18 @@ function attend(model, q, ks, vs, i, causal, mask, row = null) {
     if (softcap) s = softcap * Math.tanh(s / softcap);
     fed[j] = causal && j > i ? mask : s;
   }
-  const weights = row ? Float64Array.from(row) : Float64Array.from(softmax(fed));
+  const weights = Float64Array.from(softmax(fed));
+  return { raw, fed, weights, out: mixed(weights, vs) };
+}
+
+// The values mixed by the weights: sum_j a_j v_j.
+function mixed(weights, vs) {
   const out = new Float64Array(vs[0].length);
-  for (let j = 0; j < T; j++) {
+  for (let j = 0; j < vs.length; j++) {
     if (weights[j] === 0) continue;
     for (let c = 0; c < out.length; c++) out[c] += weights[j] * vs[j][c];
   }
-  return { raw, fed, weights, out };
+  return out;
 }
 
 // The rest of block l at one position: W^O, the residual, the MLP.
