@@ -85,7 +85,9 @@ function generate(engine, request) {
   const blanks = checkedBlanks(request);
   const most = engine.data.runs.max_generate;
   const wrong = !isInt(tokens) || !(tokens >= 1 && tokens <= most);
-  if (task.continues_text && wrong) throw new BadRequest(`tokens=${repr(tokens)}: must be a whole number from 1 to ${most}`);
+  if (task.continues_text && wrong) {
+    throw new BadRequest(`tokens=${repr(tokens)}: must be a whole number from 1 to ${most}`);
+  }
   const seedProblem = seedProblemOf(engine, seed);
   if (seedProblem) throw new BadRequest(seedProblem);
   if (typeof text !== "string" || !text) throw new BadRequest("text: give the text to continue (a string, not empty)");
@@ -186,7 +188,9 @@ function seedProblemOf(engine, seed, setting = "seed") {
   if (!isInt(seed)) return `${setting}=${repr(seed)}: must be a whole number`;
   const [low, high] = engine.k.seeds;
   const value = BigInt(pyStr(seed));
-  if (!(BigInt(low) <= value && value <= BigInt(high))) return `${setting}=${pyStr(seed)}: must be between ${low} and ${high}`;
+  if (!(BigInt(low) <= value && value <= BigInt(high))) {
+    return `${setting}=${pyStr(seed)}: must be between ${low} and ${high}`;
+  }
   return "";
 }
 
@@ -229,7 +233,8 @@ function read(engine, model, text, blanks, setting = "text", blanksSetting = "bl
 function traceJson(engine, model, reading, layer) {
   const traced = reading.forward.layers[layer].attended;
   const T = reading.ids.length;
-  const matrix = (values) => Array.from({ length: T }, (_, i) => Array.from(values.subarray(i * T, (i + 1) * T), rounded));
+  const matrix = (values) =>
+    Array.from({ length: T }, (_, i) => Array.from(values.subarray(i * T, (i + 1) * T), rounded));
   const config = model.config;
   return {
     layer,
@@ -553,14 +558,21 @@ function words(engine, model, label, numbers, causal) {
   }
   const most = Math.max(trained, masked, uniform, noLook);
   if (most < engine.k.unexpected) {
-    return `${name} is at most ${probability(most)} whichever way it looks (${a} as trained): it does not expect it here`;
+    const highest = probability(most);
+    return `${name} is at most ${highest} whichever way it looks (${a} as trained): it does not expect it here`;
   }
-  if (close(engine, trained, noLook)) return `without the look ${name} is ${d} (${a} as trained): the residual alone predicts it`;
+  if (close(engine, trained, noLook)) {
+    return `without the look ${name} is ${d} (${a} as trained): the residual alone predicts it`;
+  }
   if (close(engine, trained, uniform)) {
-    return `uniform weights give ${name} ${c} (${a} as trained, ${d} without the look): that it looks matters, not where`;
+    return (
+      `uniform weights give ${name} ${c} (${a} as trained, ${d} without the look): that it looks matters, not where`
+    );
   }
   if (trained > uniform) {
-    return `where it looks raises ${name} from ${c} (uniform weights) to ${a} (${d} without the look): the look matters`;
+    return (
+      `where it looks raises ${name} from ${c} (uniform weights) to ${a} (${d} without the look): the look matters`
+    );
   }
   return `its look lowers ${name}: ${a} as trained, ${c} with uniform weights, ${d} without the look`;
 }
@@ -590,7 +602,8 @@ function write(model, prompt, tokens, temperature, seed) {
   const draw = generator(seed);
   if (!model.task.continues_text) {
     const { logits } = forwardAll(model, prompt, null);
-    return prompt.map((token, i) => (token === model.task.blank ? sample(softmax(logits[i], temperature), draw) : token));
+    const filled = (token, i) => (token === model.task.blank ? sample(softmax(logits[i], temperature), draw) : token);
+    return prompt.map(filled);
   }
   const ids = [...prompt];
   const blockSize = model.config.block_size;
@@ -852,7 +865,7 @@ function changedForward(model, base, i, { input = null, layer = 0, row = null })
   let l = layer;
   if (row) {
     const { projected } = base.layers[layer];
-    const result = attend(model, projected[i].q, projected.map((p) => p.k), projected.map((p) => p.v), i, causal, mask, row);
+    const result = attend(model, null, null, projected.map((p) => p.v), i, causal, mask, row);
     changed = finish(model, layer, base.layers[layer].xs[i], result.out);
     l = layer + 1;
   }
