@@ -13,7 +13,7 @@
 // ---- the routes -----------------------------------------------------------------------------------------------
 
 export function answering(data) {
-  const engine = { data, models: new Map(), k: data.constants };
+  const engine = { data, models: new Map(), constants: data.constants };
   return async (route, body, signal) => {
     if (signal?.aborted) throw new Error("aborted");
     try {
@@ -79,7 +79,7 @@ function generate(engine, request) {
   request = fields(request, "run, text and tokens");
   const { entry, model } = runAt(engine, request);
   const { text, tokens } = request;
-  const seed = has(request, "seed") ? request.seed : engine.k.seed;
+  const seed = has(request, "seed") ? request.seed : engine.constants.seed;
   const temperature = checkedTemperature(engine, request);
   const task = model.task;
   const blanks = checkedBlanks(request);
@@ -186,7 +186,7 @@ function temperatureProblem(engine, temperature, setting = "temperature") {
 
 function seedProblemOf(engine, seed, setting = "seed") {
   if (!isInt(seed)) return `${setting}=${repr(seed)}: must be a whole number`;
-  const [low, high] = engine.k.seeds;
+  const [low, high] = engine.constants.seeds;
   const value = BigInt(pyStr(seed));
   if (!(BigInt(low) <= value && value <= BigInt(high))) {
     return `${setting}=${pyStr(seed)}: must be between ${low} and ${high}`;
@@ -250,7 +250,7 @@ function traceJson(engine, model, reading, layer) {
     fed: matrix(traced.fed),
     weights: matrix(traced.weights),
     stats: rowStatistics(traced.weights, T),
-    saturated: engine.k.saturated,
+    saturated: engine.constants.saturated,
     verdicts: reading.ids.map((_, i) => verdict(engine, model, reading, layer, i)),
   };
 }
@@ -292,14 +292,14 @@ function verdict(engine, model, reading, layer, query) {
   const words = [];
   let future = 0;
   for (let j = query + 1; j < T; j++) future += row[j];
-  if (shown && row[target] > engine.k.leak) {
+  if (shown && row[target] > engine.constants.leak) {
     const share = `${fixed(row[target], 2)} of the weight sits on token ${target}`;
     words.push(`${share}, the very token it is asked to predict: the leak`);
-  } else if (target > query && future > engine.k.leak) {
+  } else if (target > query && future > engine.constants.leak) {
     words.push("most of the weight sits on future tokens (j > i), which the causal mask would hide");
   }
   const largest = Math.max(...row);
-  if (largest > engine.k.saturated) {
+  if (largest > engine.constants.saturated) {
     words.push(`one-hot: the softmax is saturated (largest weight ${fixed(largest, 4)})`);
   }
   return words.join("; ");
@@ -483,7 +483,7 @@ function strip(engine, model, kind, logits, targets, temperature) {
   const predictions = logits.map((row, i) => {
     const p = softmax(row, temperature);
     const order = p.map((_, id) => id).sort((a, b) => p[b] - p[a] || a - b);
-    const top = order.slice(0, Math.min(engine.k.top, p.length)).map((id) => [labels[id], rounded(p[id])]);
+    const top = order.slice(0, Math.min(engine.constants.top, p.length)).map((id) => [labels[id], rounded(p[id])]);
     const target = targets[i];
     if (target === null) return { top, next: null, p_next: null, loss: null };
     return { top, next: labels[target], p_next: rounded(p[target]), loss: rounded(losses[i]) };
@@ -515,7 +515,7 @@ function counterfactuals(engine, model, reading, layer, logits) {
   const asked = targets.map((target, i) => (target !== null || !guess(model, ids, i) ? target : argmax(logits[i])));
   const found = ids.map(() => null);
   const causal = model.config.causal;
-  const kinds = engine.k.counterfactuals;
+  const kinds = engine.constants.counterfactuals;
   asked.forEach((target, i) => {
     if (target === null) return;
     const rows = counterfactualRows(model, reading, layer, i);
@@ -536,28 +536,28 @@ function argmax(values) {
 }
 
 function far(engine, x, y) {
-  return x >= engine.k.far * y && x - y >= engine.k.notable;
+  return x >= engine.constants.far * y && x - y >= engine.constants.notable;
 }
 
 function close(engine, x, y) {
-  return Math.abs(x - y) <= Math.max(engine.k.close * Math.max(x, y), 0.01);
+  return Math.abs(x - y) <= Math.max(engine.constants.close * Math.max(x, y), 0.01);
 }
 
 // What the four probabilities say, in one sentence: viewer/predictions.py's words().
 function words(engine, model, label, numbers, causal) {
   const right = model.task.words;
-  const [a, b, c, d] = ["trained", ...engine.k.counterfactuals].map((kind) => probability(numbers[kind]));
+  const [a, b, c, d] = ["trained", ...engine.constants.counterfactuals].map((kind) => probability(numbers[kind]));
   const { trained, masked, uniform, no_look: noLook } = numbers;
   const name = `p(${repr(label)})`;
   if (!causal && far(engine, trained, masked)) return `${right.hiding} takes ${name} from ${a} to ${b}: ${right.read}`;
-  if (!causal && trained - masked >= engine.k.part) {
+  if (!causal && trained - masked >= engine.constants.part) {
     return `${right.hiding} takes ${name} from ${a} to ${b}: ${right.partly}`;
   }
   if (!causal && far(engine, masked, trained)) {
     return `${right.hiding} raises ${name} from ${a} to ${b}: ${right.elsewhere}`;
   }
   const most = Math.max(trained, masked, uniform, noLook);
-  if (most < engine.k.unexpected) {
+  if (most < engine.constants.unexpected) {
     const highest = probability(most);
     return `${name} is at most ${highest} whichever way it looks (${a} as trained): it does not expect it here`;
   }
