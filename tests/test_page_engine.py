@@ -283,7 +283,7 @@ def test_the_page_refuses_a_recurrent_run_and_a_bpe_run_in_one_line_each(logdir,
     state = state | {"tokenizer": bpe.to_str()}
     state["config"] = state["config"] | {"tokenizer": {"kind": "bpe", "vocab_size": 300}}
     random_run(tmp_path, "bpe", state, 0, vocab_size=bpe.get_vocab_size())
-    gru = "its mixer is a GRU (model.mixer=gru): the page computes attention layers only"
+    gru = "it mixes the positions with a recurrent layer, GRU (model.mixer=gru): the page computes attention only"
     bpe = "its tokenizer is byte-level BPE (tokenizer.kind=bpe): the page reads the character tokenizer only"
     assert page_problem(load(tmp_path / "gru" / LAST)) == gru
     assert page_problem(load(tmp_path / "bpe" / LAST)) == bpe

@@ -34,7 +34,8 @@ def page_problem(checkpoint: Checkpoint) -> str | None:
     config, task = checkpoint.model.config, checkpoint.task
     if config.mixer is not Mixer.attention:
         mixer = config.mixer.value
-        return f"its mixer is a {mixer.upper()} (model.mixer={mixer}): the page computes attention layers only"
+        recurrent = f"a recurrent layer, {mixer.upper()} (model.mixer={mixer})"
+        return f"it mixes the positions with {recurrent}: the page computes attention only"
     if not isinstance(checkpoint.tokenizer.model, models.WordLevel):
         return "its tokenizer is byte-level BPE (tokenizer.kind=bpe): the page reads the character tokenizer only"
     if task.name not in TASKS:
