@@ -516,12 +516,17 @@ function counterfactuals(engine, model, reading, layer, logits) {
   const found = ids.map(() => null);
   const causal = model.config.causal;
   const kinds = engine.constants.counterfactuals;
+  const T = ids.length;
   asked.forEach((target, i) => {
     if (target === null) return;
     const rows = counterfactualRows(model, reading, layer, i);
+    const trained = forward.layers[layer].attended.weights.subarray(i * T, (i + 1) * T);
     const numbers = { trained: softmax(logits[i])[target] };
     for (const kind of kinds) {
-      numbers[kind] = softmax(changedForward(model, forward, i, { layer, row: rows[kind] }))[target];
+      // A row equal to the trained one (the future masked where the mask wrote minus infinity) needs no forward.
+      const same = rows[kind].every((a, j) => a === trained[j]);
+      const looked = same ? logits[i] : changedForward(model, forward, i, { layer, row: rows[kind] });
+      numbers[kind] = softmax(looked)[target];
     }
     const label = model.tok.labels[target];
     found[i] = { numbers, target: label, words: words(engine, model, label, numbers, causal) };
