@@ -17,8 +17,8 @@ export function answering(data) {
   return async (route, body, signal) => {
     if (signal?.aborted) throw new Error("aborted");
     try {
-      if (route === "runs") return structuredClone(data.runs);
-      const request = body === undefined ? undefined : JSON.parse(JSON.stringify(body)); // as the server reads it
+      if (route === "runs") return copied(data.runs);
+      const request = body === undefined ? undefined : copied(body); // as the server reads it: JSON
       if (route === "attention") return attention(engine, request);
       if (route === "generate") return generate(engine, request);
       return { error: `./${route}: no such route in this page` };
@@ -66,7 +66,7 @@ function attention(engine, request) {
     blanks: reading.ids.flatMap((token, i) => (token === model.task.blank ? [i] : [])),
     ...traceJson(engine, model, reading, layer),
     file: model.file,
-    steps: structuredClone(entry.steps),
+    steps: copied(entry.steps),
     run_note: model.run_note,
     temperature,
     vocab_size: V,
@@ -124,6 +124,11 @@ function generate(engine, request) {
   };
 }
 
+// A JSON value copied, so that what index.js does with an answer never reaches the page's data.
+function copied(value) {
+  return JSON.parse(JSON.stringify(value));
+}
+
 function has(object, key) {
   return Object.prototype.hasOwnProperty.call(object, key);
 }
@@ -149,7 +154,7 @@ function runAt(engine, request) {
   if (!has(models, String(wanted))) {
     const kept = entry.steps.map((s) => String(s.step)).join(", ") || "none";
     throw new BadRequest(`step=${repr(step)}: ${entry.name} kept no checkpoint at that step (kept: ${kept})`, {
-      steps: structuredClone(entry.steps),
+      steps: copied(entry.steps),
     });
   }
   const key = `${entry.name}\u0000${wanted}`;
