@@ -57,6 +57,7 @@ def page_model(checkpoint: Checkpoint) -> dict:
             "block_size": config.block_size,
             "d_model": config.d_model,
             "d_k": config.d_k,
+            "d_v": config.d_v,
             "n_layer": config.n_layer,
             "mlp": config.mlp,
             "scale": config.scale,

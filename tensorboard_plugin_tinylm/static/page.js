@@ -680,9 +680,6 @@ function prepared(json) {
       down: [at("mlp.2.weight"), at("mlp.2.bias")],
     };
   });
-  const d = config.d_model;
-  const dk = config.projections ? json.weights.tensors["blocks.0.attn.W_Q.weight"]?.shape[0] ?? d : d;
-  const dv = config.projections ? json.weights.tensors["blocks.0.attn.W_V.weight"]?.shape[0] ?? d : d;
   const tokens = json.tokenizer.tokens;
   const added = Object.entries(json.tokenizer.added).sort((x, y) => codePoints(y[0]).length - codePoints(x[0]).length);
   const vocab = new Map();
@@ -696,9 +693,9 @@ function prepared(json) {
     config,
     task: json.task,
     tok: { ...json.tokenizer, vocab, added },
-    d,
-    dk,
-    dv,
+    d: config.d_model,
+    dk: config.d_k, // without projections d_k and d_v are d_model (model_problems)
+    dv: config.d_v,
     tokenEmbedding: tensor("token_embedding.weight"),
     positionEmbedding: tensor("position_embedding.weight"),
     layers,
