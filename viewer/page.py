@@ -17,6 +17,7 @@ from tokenizers import models
 from model.config import Mixer
 from model.mask import mask_value
 from model.statistics import SATURATED
+from tensorboard_plugin_tinylm import answers
 from trainer.checkpoint import CheckpointError
 from trainer.config import ConfigError
 from trainer.diagnostics import token_labels
@@ -111,8 +112,6 @@ def page_data(chosen: list[tuple[RunCheckpoints, list[int | None]]]) -> dict:
      "constants": the numbers viewer/ decides by, for page.js to decide alike,
      "left_out": [{"run": name, "reason": one line}, ...], the runs the page cannot represent}.
     A run whose default checkpoint is not among its chosen steps is read by default at its latest chosen step."""
-    from tensorboard_plugin_tinylm import answers  # the routes whose answers the page gives: the tab's listing
-
     kept, found, left_out = {}, {}, []
     for entry, steps in chosen:
         try:
@@ -128,10 +127,10 @@ def page_data(chosen: list[tuple[RunCheckpoints, list[int | None]]]) -> dict:
             "runs": listing["runs"]
             + [restricted(run, found[run["name"]]) for run in listed["runs"] if run["name"] in kept]
         }
-    return {"runs": listing, "models": found, "constants": constants(answers), "left_out": left_out}
+    return {"runs": listing, "models": found, "constants": constants(), "left_out": left_out}
 
 
-def constants(answers) -> dict:
+def constants() -> dict:
     """The numbers the answers are decided by, from where viewer/ and answers.py hold them."""
     return {
         "seed": answers.SEED,
