@@ -294,7 +294,8 @@ def test_the_page_refuses_a_recurrent_run_and_a_bpe_run_in_one_line_each(logdir,
 @pytest.mark.skipif(not os.environ.get("TINYLM_PAGE_TIMING"), reason="set TINYLM_PAGE_TIMING=1 to time the page")
 def test_time_the_page_takes_to_answer_at_the_default_size(page, logdir, tmp_path):
     """Prints the milliseconds page.js takes to answer "attention" for a 64-token text at the default model's size
-    (model.block_size=64, model.d_model=128), next-token prediction and fill in the blank (a forward per token)."""
+    (model.block_size=64, model.d_model=128), next-token prediction and fill in the blank (a forward per token), and
+    to write 500 tokens."""
     size = {"block_size": 64, "d_model": 128, "d_k": 128, "d_v": 128}
     random_run(tmp_path, "next_token", state_of(next(logdir.glob("0_*"))), 0, **size)
     random_run(tmp_path, "fill_blank", state_of(logdir / "fill"), 0, **size)
@@ -314,3 +315,11 @@ def test_time_the_page_takes_to_answer_at_the_default_size(page, logdir, tmp_pat
             {"run": run, **body},
         )
         print(f"page.js attention, {run}, 64 tokens: median {statistics.median(times[1:]):.1f} ms of {times[1:]}")
+    written = page.evaluate(
+        """async () => {
+          const start = performance.now();
+          await asks["default size"]("generate", { run: "next_token", text: "So foul", tokens: 500, seed: 1 });
+          return performance.now() - start;
+        }"""
+    )
+    print(f"page.js generate, next_token, 500 tokens after a 7-token prompt: {written:.0f} ms")
