@@ -7,6 +7,8 @@
 //
 // The same module draws the panel in a notebook: anywidget (tensorboard_plugin_tinylm/widget.py) imports it and calls
 // render({model, el}); the routes then go to the kernel as the widget's messages (askKernel), not to a server.
+// And in the one-file page that export.py writes: the page calls render({ask, el}) with its own transport, which
+// answers the routes in the page from the exported weights (page.js), and styles the panel with style.css inlined.
 //
 // A panel is a list of views, each one part of the panel, held by reference: { show, point, always, stop }.
 // show(answer) builds the part for an ./attention answer and returns its nodes (none: the part is not shown); it
@@ -55,20 +57,25 @@ const NOT_A_LIKELIHOOD =
 
 // TensorBoard calls render() with nothing: the tab fills the iframe's page. A host that passes an element gets the
 // tab drawn into it. anywidget passes the widget's model too: the panel asks the kernel, in an element of the
-// widget's class, which its stylesheet (style.css inside that class) styles; what it returns ends the panel.
-export async function render({ model, el = document.body } = {}) {
+// widget's class, which its stylesheet (style.css inside that class) styles; what it returns ends the panel. A host
+// that passes `ask` answers the routes itself, as askServer's callers expect, and brings the stylesheet.
+export async function render({ model, ask, el = document.body } = {}) {
+  if (ask) {
+    await openTab(el, ask);
+    return undefined;
+  }
   if (!model) {
     el.ownerDocument.head.append(h("link", { rel: "stylesheet", href: "./style.css" }));
     await openTab(el, askServer);
     return undefined;
   }
   el.classList.add(WIDGET_CLASS);
-  const ask = askKernel(model);
-  const tab = await openTab(el, ask);
+  const kernel = askKernel(model);
+  const tab = await openTab(el, kernel);
   return () => {
     tab.later.stop();
     for (const name of [...tab.panels.keys()]) closePanel(tab, name);
-    ask.stop();
+    kernel.stop();
   };
 }
 
