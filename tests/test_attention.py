@@ -284,12 +284,12 @@ def test_a_training_forward_pass_on_the_reference_path_reads_what_its_mask_let_t
     assert layer.reading is None  # neither an evaluation nor a sample (no gradient) is a training step
     look = Look()
     layer.train()(x, look=look)
-    assert layer.reading.future_mass.item() == 0
+    assert layer.reading.hidden_mass.item() == 0
     assert layer.reading.allowed_min.item() == look.results[0].scores.tril().min().item() > -1e4
     with torch.no_grad():
         layer.W_Q.weight.copy_(-1e5 * layer.W_K.weight)  # row 0's one allowed score below the mask
     layer(x)
-    assert layer.reading.future_mass.item() > 0 and layer.reading.allowed_min.item() < -1e4
+    assert layer.reading.hidden_mass.item() > 0 and layer.reading.allowed_min.item() < -1e4
 
 
 def test_without_projections_the_layer_scores_x_i_dot_x_j_and_mixes_the_x_j_themselves():

@@ -135,7 +135,8 @@ class Recorder:
             step,
             self.label,
             lambda job: self.drawn.append(self.drawing.submit(job)),
-            hatch_future=self.run.task.targets_ahead,
+            self.run.task.mask,
+            self.run.task.targets_ahead,
         )
         if (sample := self.run.sample()) is not None:
             self.writer.add_text("sample", sample_markdown(sample, f"step {step} · {self.label}"), step)
