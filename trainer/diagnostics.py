@@ -99,6 +99,42 @@ def add_pattern(writer: "SummaryWriter", tag: str, figure: Callable[[], "Figure"
     writer.add_figure(tag, figure(), step)
 
 
+def log_mask(
+    writer: "SummaryWriter",
+    model: TinyLM,
+    mask: Mask,
+    name: str,
+    draw: Callable[[Callable[[], None]], object] = lambda job: job(),
+) -> None:
+    """attn/mask, once at step 0: the mask the run trains with, as the model applies it to a whole window (the task's,
+    or none where model.causal is false), queries down and keys across, hidden keys dark; `name` says whose it is."""
+    if not model.attention_layers():
+        return  # a recurrent model: no mask
+    config = model.config
+    hidden = mask.hidden_keys(config.block_size) if config.causal else torch.zeros(config.block_size, config.block_size)
+    title = f"{name}, model.causal={config.causal}: dark keys are hidden"
+    draw(partial(add_pattern, writer, "attn/mask", partial(mask_figure, hidden, title), 0))
+
+
+def mask_figure(hidden: Tensor, title: str) -> "Figure":
+    """The (T, T) hidden keys of a mask as a picture: visible white, hidden dark, the diagonal dashed."""
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
+    size = hidden.size(0)
+    figure = Figure(figsize=(4, 4.4))
+    axes = figure.add_axes((0.15, 0.08, 0.8, 0.72))
+    axes.imshow(hidden.float().numpy(), cmap="Greys", vmin=0, vmax=1.5, interpolation="nearest")
+    axes.plot([-0.5, size - 0.5], [-0.5, size - 0.5], color="tab:red", linewidth=0.8, linestyle="--")
+    axes.set(xlabel="key j", ylabel="query i")
+    for axis in (axes.xaxis, axes.yaxis):
+        axis.set_major_locator(MaxNLocator(integer=True))
+    axes.xaxis.set_label_position("top")
+    axes.xaxis.tick_top()
+    figure.suptitle("\n".join(textwrap.wrap(f"the mask: {title}", 44)), fontsize=10, y=0.99)
+    return figure
+
+
 def log_grad_norms(writer: "SummaryWriter", model: TinyLM, step: int) -> None:
     """grad/wq_norm, grad/wk_norm, grad/wv_norm of each layer: call after backward, before clipping. Layers without
     projections have none."""
