@@ -231,7 +231,7 @@ def test_a_finite_mask_replaces_the_future_scores_with_its_value_and_leaves_the_
     q, k, v = lesson_trace()
     plain, finite = attention(q, k, v), attention(q, k, v, mask_value=-1e4)
     future = torch.ones(3, 3, dtype=torch.bool).triu(diagonal=1)
-    assert (finite.scores[future] == -1e4).all()  # replaced, as minGPT and HF's GPT-2 did: not added
+    assert (finite.scores[future] == -1e4).all()  # replaced, as Hugging Face GPT-2 did with masked_bias: not added
     assert torch.equal(finite.scores[~future], plain.scores[~future])
     torch.testing.assert_close(finite.weights, plain.weights)  # exp(-1e4) is 0 beside scores near 1
 
