@@ -1,8 +1,8 @@
 """The single-head attention language model of the lesson."""
 
 from model.attention import AttentionResult, Look, SingleHeadSelfAttention, attention, reference_path
-from model.config import Mixer, ModelConfig, QKInit
-from model.mask import future_keys, mask_value
+from model.config import Mixer, ModelConfig, Positions, QKInit
+from model.mask import CAUSAL, Mask, future_keys, mask_value
 from model.softmax_jacobian import softmax_jacobian_norm
 from model.statistics import MaskReading
 from model.tinylm import (
@@ -14,11 +14,14 @@ from model.tinylm import (
 )
 
 __all__ = [
+    "CAUSAL",
     "AttentionResult",
     "Look",
+    "Mask",
     "MaskReading",
     "Mixer",
     "ModelConfig",
+    "Positions",
     "QKInit",
     "SingleHeadSelfAttention",
     "TinyLM",

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from model.config import ModelConfig, QKInit
-from model.mask import future_keys, mask_value
+from model.mask import CAUSAL, Mask, mask_value
 from model.statistics import MaskReading, read_mask
 
 
@@ -48,6 +48,7 @@ def attention(
     *,
     scale: bool = True,
     causal: bool = True,
+    mask: Mask = CAUSAL,
     softcap: float = 0.0,
     mask_value: float = -math.inf,
     reweigh: Optional[Reweigh] = None,
@@ -56,10 +57,11 @@ def attention(
 
     The reference path: besides the output it returns the weights and scores that the diagnostics read.
     A positive `softcap` c squashes the scaled scores into (-c, c) before the mask (Gemma 2); 0 leaves them.
-    `mask_value` is what the mask writes over the future keys' scores: minus infinity, the lesson's (exactly zero
-    weight), or a finite stand-in such as minGPT's -1e4, which replaces those scores (an allowed score below it
-    loses to the future). `reweigh` asks what the output would be had the queries looked elsewhere: the values are
-    mixed with reweigh(weights), and those weights are returned.
+    `causal` applies `mask` (the task's: which keys each query may not see, the triangle j > i by default); false,
+    every query sees every key. `mask_value` is what the mask writes over the hidden keys' scores: minus infinity,
+    the lesson's (exactly zero weight), or a finite stand-in such as Hugging Face GPT-2's -1e4, which replaces those
+    scores (an allowed score below it loses to a hidden key). `reweigh` asks what the output would be had the
+    queries looked elsewhere: the values are mixed with reweigh(weights), and those weights are returned.
     """
     d_k = q.size(-1)
     scores = raw = q @ k.transpose(-2, -1)  # score: q_i . k_j for every pair
@@ -68,8 +70,8 @@ def attention(
     if softcap:
         scores = softcap * torch.tanh(scores / softcap)  # cap: near-linear for small scores, never beyond c
     if causal:
-        future = future_keys(scores.size(-1), scores.device)
-        scores = scores.masked_fill(future, mask_value)  # mask: keys j > i get -inf, zero weight (or a finite stand-in)
+        hidden = mask.hidden_keys(scores.size(-1), scores.device)
+        scores = scores.masked_fill(hidden, mask_value)  # mask: hidden keys (j > i) get -inf, zero weight
     weights = F.softmax(scores, dim=-1)  # softmax over the keys
     if reweigh is not None:
         weights = reweigh(weights)  # a counterfactual look: other weights, the same values
@@ -110,28 +112,36 @@ class SingleHeadSelfAttention(nn.Module):
             else:
                 W.reset_parameters()
 
-    def forward(self, x: Tensor, *, causal: bool | None = None, look: Optional[Look] = None) -> Tensor:
-        """x (B, T, d_model) -> (B, T, d_model).
+    def forward(
+        self, x: Tensor, *, mask: Mask = CAUSAL, causal: bool | None = None, look: Optional[Look] = None
+    ) -> Tensor:
+        """x (B, T, d_model) -> (B, T, d_model), each query reading the keys `mask` (the task's) leaves it.
 
-        `causal` overrides the layer's own setting: True forces the true mask on (minus infinity, whatever the
-        layer's mask_value), False takes it off. Given a `look`, the layer takes the reference path (the fused
-        kernel returns no weights) and keeps its AttentionResult there. A training forward pass on the reference
-        path keeps what its mask let through in `reading`.
+        `causal` overrides the layer's own setting (model.causal), whether it applies the mask: True forces it on
+        (minus infinity, whatever the layer's mask_value), False takes it off. Given a `look`, the layer takes the
+        reference path (the fused kernel returns no weights) and keeps its AttentionResult there. A training forward
+        pass on the reference path keeps what its mask let through in `reading`.
         """
-        mask = self.mask_value if causal is None else -math.inf
+        value = self.mask_value if causal is None else -math.inf
         causal = self.causal if causal is None else causal
         q, k, v = self.project(x)
-        if look is None and not reference_path(self.config, causal, mask):
+        if look is None and not reference_path(self.config, causal, value):
             # The fused kernel, on views (B, 1 head, T, d) of the projection: scale=1.0 switches the division off.
             # Its CPU flash path wants d_k == d_v; otherwise it takes its math path, which at tinylm's block sizes
-            # is faster than zero-padding q, k, v to one width (docs/benchmark.md).
+            # is faster than zero-padding q, k, v to one width (docs/benchmark.md). The triangle is its is_causal
+            # fast path; any other mask goes in as attn_mask (true: may attend), the two never together.
             scale = 1 / math.sqrt(q.size(-1)) if self.scale else 1.0
-            y = F.scaled_dot_product_attention(q[:, None], k[:, None], v[:, None], is_causal=causal, scale=scale)
+            is_causal, allowed = causal and mask.triangle, None
+            if causal and not mask.triangle:
+                allowed = ~mask.hidden_keys(x.size(1), x.device)
+            y = F.scaled_dot_product_attention(
+                q[:, None], k[:, None], v[:, None], attn_mask=allowed, is_causal=is_causal, scale=scale
+            )
             return self.W_O(y[:, 0])
-        settings = {"scale": self.scale, "causal": causal, "softcap": self.softcap, "mask_value": mask}
+        settings = {"scale": self.scale, "causal": causal, "mask": mask, "softcap": self.softcap, "mask_value": value}
         result = look.attend(q, k, v, **settings) if look is not None else attention(q, k, v, **settings)
         if causal and self.training and torch.is_grad_enabled():
-            self.reading = read_mask(result)
+            self.reading = read_mask(result, mask.hidden_keys(x.size(1), x.device))
         return self.W_O(result.output)
 
     def project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:

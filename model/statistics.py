@@ -35,10 +35,15 @@ def saturated_frac(weights: Tensor) -> Tensor:
     return (weights.amax(-1) > SATURATED).float().mean()
 
 
+def hidden_share(weights: Tensor, hidden: Tensor) -> Tensor:
+    """(..., T): each query row i's weight on the keys `hidden` (T, T) hides from it (model/mask.py's Mask): exactly
+    0 where the mask was applied with minus infinity."""
+    return weights.masked_fill(~hidden, 0).sum(-1)
+
+
 def future_share(weights: Tensor) -> Tensor:
-    """(..., T): each query row i's weight on keys j > i, the future (the right side): exactly 0 under the causal
-    mask."""
-    return weights.masked_fill(~future_keys(weights.size(-1), weights.device), 0).sum(-1)
+    """(..., T): each query row i's weight on keys j > i, the future (the right side)."""
+    return hidden_share(weights, future_keys(weights.size(-1), weights.device))
 
 
 def past_share(weights: Tensor) -> Tensor:
@@ -46,9 +51,9 @@ def past_share(weights: Tensor) -> Tensor:
     return weights.masked_fill(~future_keys(weights.size(-1), weights.device).T, 0).sum(-1)
 
 
-def future_mass(weights: Tensor) -> Tensor:
-    """The mean over query rows of future_share."""
-    return future_share(weights).mean()
+def hidden_mass(weights: Tensor, hidden: Tensor) -> Tensor:
+    """The mean over query rows of hidden_share."""
+    return hidden_share(weights, hidden).mean()
 
 
 def past_mass(weights: Tensor) -> Tensor:
@@ -62,17 +67,18 @@ def self_weight(weights: Tensor) -> Tensor:
     return weights.diagonal(dim1=-2, dim2=-1).mean()
 
 
-def fed_scores(scores: Tensor, causal: bool = True) -> Tensor:
-    """The scaled scores the softmax could weight, flat: the masked ones (above the diagonal of a causal layer,
-    whatever value the mask wrote there) are left out."""
-    if not causal:
+def fed_scores(scores: Tensor, hidden: Tensor | None) -> Tensor:
+    """The scaled scores the softmax could weight, flat: those of the keys `hidden` (T, T) hid are left out, whatever
+    value the mask wrote there; None: the layer hid none."""
+    if hidden is None:
         return scores.flatten()
-    return scores[~future_keys(scores.size(-1), scores.device).expand(scores.shape)]
+    return scores[~hidden.expand(scores.shape)]
 
 
-def attention_stats(result: Attended, causal: bool = True) -> dict[str, Tensor]:
-    """Every statistic of one layer (masked as `causal` says), still on the device, keyed by its tag's last part."""
-    weights, scores = result.weights, fed_scores(result.scores, causal)
+def attention_stats(result: Attended, hidden: Tensor, applied: bool = True) -> dict[str, Tensor]:
+    """Every statistic of one layer, still on the device, keyed by its tag's last part. `hidden` (T, T) is what the
+    task's mask hides (where a leak reads), `applied` whether the layer applied it."""
+    weights, scores = result.weights, fed_scores(result.scores, hidden if applied else None)
     return {
         "entropy": entropy(weights),
         "max_weight": max_weight(weights),
@@ -80,7 +86,7 @@ def attention_stats(result: Attended, causal: bool = True) -> dict[str, Tensor]:
         "jacobian_norm": softmax_jacobian_norm(weights),  # the gradient a saturated softmax no longer passes
         "logit_std": scores.std(),
         "logit_max": scores.max(),
-        "future_mass": future_mass(weights),
+        "future_mass": hidden_mass(weights, hidden),  # the tag's name from when the only mask was the triangle
         "past_mass": past_mass(weights),
         "self_weight": self_weight(weights),  # without projections x_i . x_i = |x_i|^2 tends to win
     }
@@ -89,11 +95,11 @@ def attention_stats(result: Attended, causal: bool = True) -> dict[str, Tensor]:
 class MaskReading(NamedTuple):
     """What the mask let through in a training forward pass, read while it happens (the reference path)."""
 
-    future_mass: Tensor  # mean over query rows of the weight on keys j > i: exactly 0 under a mask of minus infinity
-    allowed_min: Tensor  # the smallest score the softmax was fed at an allowed key j <= i
+    hidden_mass: Tensor  # mean over query rows of the weight on hidden keys: exactly 0 under a mask of minus infinity
+    allowed_min: Tensor  # the smallest score the softmax was fed at a key the mask allows
 
 
 @torch.no_grad()
-def read_mask(result: Attended) -> MaskReading:
-    future = future_keys(result.scores.size(-1), result.scores.device)
-    return MaskReading(future_mass(result.weights), result.scores.masked_fill(future, math.inf).amin())
+def read_mask(result: Attended, hidden: Tensor) -> MaskReading:
+    """What `result`'s mask, hiding `hidden` (T, T), let through."""
+    return MaskReading(hidden_mass(result.weights, hidden), result.scores.masked_fill(hidden, math.inf).amin())

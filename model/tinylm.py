@@ -15,8 +15,8 @@ from torch import Tensor, nn
 from torch.overrides import TorchFunctionMode
 
 from model.attention import Look, SingleHeadSelfAttention, reference_path
-from model.config import Mixer, ModelConfig
-from model.mask import mask_value
+from model.config import Mixer, ModelConfig, Positions
+from model.mask import CAUSAL, Mask, mask_value
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +62,8 @@ def stores_scores(config: ModelConfig) -> bool:
 
 
 def reads_only_the_past(config: ModelConfig) -> bool:
-    """Whether the model's own forward pass is truly causal, so that the loss with the true mask forced on
-    (val/loss_causal) is its loss itself: a recurrent model, or attention masked with minus infinity."""
+    """Whether the model's own forward pass hides what the task's mask hides, exactly, so that the loss with the true
+    mask forced on (val/loss_causal) is its loss itself: a recurrent model, or attention masked with minus infinity."""
     return config.mixer is not Mixer.attention or (config.causal and mask_value(config) == -math.inf)
 
 
@@ -101,10 +101,10 @@ class Block(nn.Module):
         self.ln_mlp = nn.LayerNorm(config.d_model) if config.mlp else None
         self.mlp = MLP(config) if config.mlp else None
 
-    def forward(self, x: Tensor, causal: Optional[bool] = None, look: Optional[Look] = None) -> Tensor:
-        """`causal` and `look` as in TinyLM.forward; a recurrent block reads only the past and shows no look."""
+    def forward(self, x: Tensor, mask: Mask, causal: Optional[bool] = None, look: Optional[Look] = None) -> Tensor:
+        """`mask`, `causal` and `look` as in TinyLM.forward; a recurrent block reads only the past and shows no look."""
         h = self.ln_attn(x)
-        mixed = self.recurrence(h) if self.attn is None else self.attn(h, causal=causal, look=look)
+        mixed = self.recurrence(h) if self.attn is None else self.attn(h, mask=mask, causal=causal, look=look)
         x = x + self.attn_dropout(mixed)
         if self.mlp is not None:
             x = x + self.mlp(self.ln_mlp(x))
@@ -118,7 +118,8 @@ class TinyLM(nn.Module):
             raise ValueError("ModelConfig.vocab_size is not set (it comes from the tokenizer)")
         self.config = config
         self.token_embedding = nn.Embedding(config.vocab_size, config.d_model)
-        self.position_embedding = nn.Embedding(config.block_size, config.d_model)
+        learned = config.positions is Positions.learned
+        self.position_embedding = nn.Embedding(config.block_size, config.d_model) if learned else None
         self.dropout = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
         self.ln_f = nn.LayerNorm(config.d_model)
@@ -134,18 +135,23 @@ class TinyLM(nn.Module):
         """Each block's attention layer, in order: none in a recurrent model."""
         return [block.attn for block in self.blocks if block.attn is not None]
 
-    def forward(self, idx: Tensor, *, causal: Optional[bool] = None, look: Optional[Look] = None) -> Tensor:
+    def forward(
+        self, idx: Tensor, *, mask: Mask = CAUSAL, causal: Optional[bool] = None, look: Optional[Look] = None
+    ) -> Tensor:
         """Token ids (B, T) -> logits (B, T, vocab_size): what each position predicts (the task says of what; the
         loss is the task's, task/loss.py).
 
-        `causal` overrides config.causal: a model trained without the mask (or with a finite one), evaluated with the
-        true mask (causal=True: minus infinity), can no longer read the right side. Given a `look`, every attention
-        layer keeps its internals there (model/attention.py's Look).
+        `mask` is the task's (task.mask), given beside the batch: which keys each query may not see. The model
+        applies it where config.causal says; `causal` overrides that: a model trained without the mask (or with a
+        finite one), evaluated with the true mask (causal=True: minus infinity), can no longer read what it hides.
+        Given a `look`, every attention layer keeps its internals there (model/attention.py's Look).
         """
-        positions = torch.arange(idx.size(1), device=idx.device)
-        x = self.dropout(self.token_embedding(idx) + self.position_embedding(positions))
+        x = self.token_embedding(idx)
+        if self.position_embedding is not None:
+            x = x + self.position_embedding(torch.arange(idx.size(1), device=idx.device))
+        x = self.dropout(x)
         for block in self.blocks:
-            x = block(x, causal, look)
+            x = block(x, mask, causal, look)
         return self.lm_head(self.ln_f(x))
 
     @torch.no_grad()
@@ -156,10 +162,12 @@ class TinyLM(nn.Module):
         temperature: float = 1.0,
         top_k: Optional[int] = None,
         generator: Optional[torch.Generator] = None,
+        mask: Mask = CAUSAL,
     ) -> Tensor:
-        """Extend idx (B, T) by max_new_tokens sampled tokens, reading at most block_size tokens of context."""
+        """Extend idx (B, T) by max_new_tokens sampled tokens, reading at most block_size tokens of context through
+        the task's `mask`."""
         for _ in range(max_new_tokens):
-            logits = self(idx[:, -self.config.block_size :])[:, -1] / temperature
+            logits = self(idx[:, -self.config.block_size :], mask=mask)[:, -1] / temperature
             if top_k is not None:
                 kth = torch.topk(logits, min(top_k, logits.size(-1))).values[:, -1:]
                 logits = logits.masked_fill(logits < kth, float("-inf"))

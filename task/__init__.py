@@ -4,7 +4,7 @@ registers it by name."""
 
 from tokenizers import Tokenizer
 
-from task import fill_blank, next_token  # noqa: F401 (each registers its task)
+from task import fill_blank, next_token, prefix_lm  # noqa: F401 (each registers its task)
 from task.base import IGNORE, TASKS, Batch, Evaluation, Task, register
 from task.config import TaskConfig
 

@@ -1,8 +1,8 @@
 """A training task: what a model is trained to predict, said in one place. Each task is a subclass of Task, registered
 by its name (configs/task/NAME.yaml sets task.name): it makes the batches, with the labels it scores and IGNORE where it
-scores nothing; says whether the model's input shows it its targets (the leak) and which curve a model that sees them
-cannot fake; lists the extra curves evaluation loops over; gives the viewer a text's targets; and says whether it can
-continue a text."""
+scores nothing, and the mask the attention reads them through (which keys each query may not see); says whether the
+model's input shows it its targets (the leak) and which curve a model that sees them cannot fake; lists the extra
+curves evaluation loops over; gives the viewer a text's targets; and says whether it can continue a text."""
 
 from collections.abc import Callable
 from dataclasses import dataclass, fields
@@ -17,6 +17,7 @@ from data.batches import draw_windows
 from data.errors import DataError
 from data.sources import DataConfig
 from data.tokenizer import encode_known
+from model.mask import CAUSAL, Mask
 from task.config import TaskConfig
 
 if TYPE_CHECKING:
@@ -70,7 +71,7 @@ class StripKind:
 
     name: str  # "as trained", "mask put back"
     tag: str  # val/loss, val/loss_causal
-    causal: bool | None  # the forward's mask: None as trained, True the true mask put back
+    causal: bool | None  # whether the forward applies the task's mask: None as trained, True the true mask put back
 
 
 @dataclass(frozen=True)
@@ -96,21 +97,28 @@ class Task:
     words: ClassVar[Words]  # how the viewer speaks of its predictions
     too_short: ClassVar[str]  # attend.py's refusal of a text with nothing to score
     curves: ClassVar[dict[str, Curve]] = {}  # the extra curves, "val_causal" -> val/loss_causal in TensorBoard
-    settings: ClassVar[tuple[str, ...]] = ()  # the task.* settings it reads besides its name; the others stay unset
+    keys: ClassVar[tuple[str, ...]] = ()  # the task.* keys it reads besides its name; the others stay unset
 
     def __init__(self, config: RunSettings, tokenizer: Tokenizer):
-        self.settings, self.block_size = config.task, config.model.block_size
+        self.settings, self.block_size = config.task, config.model.block_size  # the run's task.* settings
         self.tokenizer = self.reads_with(tokenizer)
 
     @classmethod
     def problems(cls, config: RunSettings) -> list[str]:
         """The settings this task cannot train with, one line each naming the setting: here, those of other tasks."""
-        unread = [setting.name for setting in fields(config.task) if setting.name not in ("name", *cls.settings)]
+        unread = [setting.name for setting in fields(config.task) if setting.name not in ("name", *cls.keys)]
         return [
             f"task.{key}={getattr(config.task, key)}: applies to {readers(key)}, not to task={cls.name}"
             for key in unread
             if getattr(config.task, key) is not None
         ]
+
+    @property
+    def mask(self) -> Mask:
+        """Which keys each query may not see, given to the model beside every batch (model/mask.py): the causal
+        triangle here. The model applies it where model.causal is true (the default); model.causal=false hides no
+        key, whatever the task's mask (the leak, or an encoder reading both sides)."""
+        return CAUSAL
 
     @property
     def blank(self) -> int | None:
@@ -191,7 +199,7 @@ TASKS: dict[str, type[Task]] = {}
 
 def readers(setting: str) -> str:
     """The tasks that read a task.* setting, as a message names them."""
-    return " and ".join(f"task={name}" for name, task in sorted(TASKS.items()) if setting in task.settings) or "no task"
+    return " and ".join(f"task={name}" for name, task in sorted(TASKS.items()) if setting in task.keys) or "no task"
 
 
 def register(task: type[Task]) -> type[Task]:

@@ -43,7 +43,7 @@ def hidden_loss(evaluation: Evaluation) -> float:
     if task.settings.hide:
         return evaluation.val
     hidden = [Batch(x.masked_fill(y != IGNORE, task.blank), y) for x, y in evaluation.batches]
-    return batches_loss(evaluation.model, hidden)
+    return batches_loss(evaluation.model, hidden, task.mask)
 
 
 def one_blank_loss(evaluation: Evaluation) -> float:
@@ -56,7 +56,7 @@ def one_blank_loss(evaluation: Evaluation) -> float:
         window = torch.where(y != IGNORE, y, x)  # the text as it was, every blank filled back in
         where = torch.randint(window.size(1), (window.size(0),), generator=generator).to(window.device)
         batches.append(task.blanked_alone(window, where))
-    return batches_loss(evaluation.model, batches)
+    return batches_loss(evaluation.model, batches, task.mask)
 
 
 @register
@@ -64,7 +64,7 @@ class FillBlank(Task):
     name = "fill_blank"
     honest = "val_hidden"
     continues_text = False
-    settings = ("blank_share", "hide")
+    keys = ("blank_share", "hide")
     too_short = "every token is a blank: give some text around the blanks (a literal _ is \\_)"
     words = Words(
         "hidden token",

@@ -34,7 +34,7 @@ def far_token(evaluation: Evaluation) -> float | None:
         far = far_targets(evaluation.val_offset + starts, block_size, evaluation.data.distance)
         labels = windows[:, 1:].masked_fill(~far, IGNORE)
         batches.append(Batch(windows[:, :-1].to(evaluation.device), labels.to(evaluation.device)))
-    return pooled_loss(evaluation.model, batches)
+    return pooled_loss(evaluation.model, batches, evaluation.task.mask)
 
 
 @register

@@ -231,7 +231,7 @@ def test_a_finite_mask_replaces_the_future_scores_with_its_value_and_leaves_the_
     q, k, v = lesson_trace()
     plain, finite = attention(q, k, v), attention(q, k, v, mask_value=-1e4)
     future = torch.ones(3, 3, dtype=torch.bool).triu(diagonal=1)
-    assert (finite.scores[future] == -1e4).all()  # replaced, as minGPT and HF's GPT-2 did: not added
+    assert (finite.scores[future] == -1e4).all()  # replaced, as Hugging Face GPT-2 did with masked_bias: not added
     assert torch.equal(finite.scores[~future], plain.scores[~future])
     torch.testing.assert_close(finite.weights, plain.weights)  # exp(-1e4) is 0 beside scores near 1
 
@@ -284,12 +284,12 @@ def test_a_training_forward_pass_on_the_reference_path_reads_what_its_mask_let_t
     assert layer.reading is None  # neither an evaluation nor a sample (no gradient) is a training step
     look = Look()
     layer.train()(x, look=look)
-    assert layer.reading.future_mass.item() == 0
+    assert layer.reading.hidden_mass.item() == 0
     assert layer.reading.allowed_min.item() == look.results[0].scores.tril().min().item() > -1e4
     with torch.no_grad():
         layer.W_Q.weight.copy_(-1e5 * layer.W_K.weight)  # row 0's one allowed score below the mask
     layer(x)
-    assert layer.reading.future_mass.item() > 0 and layer.reading.allowed_min.item() < -1e4
+    assert layer.reading.hidden_mass.item() > 0 and layer.reading.allowed_min.item() < -1e4
 
 
 def test_without_projections_the_layer_scores_x_i_dot_x_j_and_mixes_the_x_j_themselves():

@@ -11,8 +11,8 @@ from torch.utils.tensorboard import SummaryWriter
 
 from data import Source, TokenizerConfig, train_tokenizer
 from data.synthetic import copy_text, far_targets
-from model import Look, Mixer, ModelConfig, TinyLM, attention
-from model.statistics import attention_stats, entropy, future_mass, max_weight, saturated_frac, self_weight
+from model import Look, Mask, Mixer, ModelConfig, TinyLM, attention, future_keys
+from model.statistics import attention_stats, entropy, hidden_mass, max_weight, saturated_frac, self_weight
 from task import Evaluation, task_for
 from task.loss import mean_loss
 from task.next_token import FAR_SEED, far_token
@@ -60,19 +60,21 @@ def test_one_hot_row_is_saturated_and_a_uniform_row_is_not():
     assert saturated_frac(weights).item() == pytest.approx(1 / 3)  # 0.99 itself does not exceed 0.99
 
 
-def test_future_mass_is_the_mean_weight_above_the_diagonal():
+def test_hidden_mass_is_the_mean_weight_on_the_keys_the_mask_hides():
     weights = torch.tensor([[0.5, 0.5, 0.0], [0.2, 0.2, 0.6], [0.3, 0.3, 0.4]])
-    assert future_mass(weights).item() == pytest.approx((0.5 + 0.6 + 0) / 3)
-    assert future_mass(uniform_causal(5)).item() == 0
+    assert hidden_mass(weights, future_keys(3)).item() == pytest.approx((0.5 + 0.6 + 0) / 3)  # above the diagonal
+    assert hidden_mass(weights, Mask(2).hidden_keys(3)).item() == pytest.approx((0 + 0.6 + 0) / 3)  # after a prefix
+    assert hidden_mass(uniform_causal(5), future_keys(5)).item() == 0
 
 
 def test_logit_stats_read_the_scaled_scores_and_ignore_masked_ones():
     # The largest scaled score, 10 / sqrt(4), sits above the diagonal: under the mask the softmax never sees it.
     q = torch.tensor([[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]])
     k = torch.tensor([[2.0, 0.0, 0.0, 0.0], [10.0, 4.0, 0.0, 0.0]])
-    unmasked = attention_stats(attention(q, k, torch.eye(2), causal=False), causal=False)
+    future = future_keys(2)
+    unmasked = attention_stats(attention(q, k, torch.eye(2), causal=False), future, applied=False)
     for mask_value in (float("-inf"), -1e4, 100.0):  # whatever the mask wrote over the future, it is left out
-        masked = attention_stats(attention(q, k, torch.eye(2), causal=True, mask_value=mask_value))
+        masked = attention_stats(attention(q, k, torch.eye(2), causal=True, mask_value=mask_value), future)
         assert masked["logit_max"].item() == pytest.approx(2.0)  # of 1, 0 and 2 (the scaled scores j <= i)
         assert masked["logit_std"].item() == pytest.approx(torch.tensor([1.0, 0.0, 2.0]).std().item())
     assert unmasked["logit_max"].item() == pytest.approx(5.0)
@@ -97,7 +99,7 @@ def test_future_mass_is_exactly_zero_for_a_causal_model_and_not_for_an_unmasked_
     for causal in (True, False):
         look = Look()
         tiny_model(causal=causal)(idx, look=look)
-        masses[causal] = attention_stats(look.results[0])["future_mass"].item()
+        masses[causal] = attention_stats(look.results[0], future_keys(16), causal)["future_mass"].item()
     assert masses[True] == 0.0 and masses[False] > 0.1
 
 
@@ -229,7 +231,7 @@ def test_without_projections_a_query_puts_more_weight_on_itself_than_with_them()
     for projections in (True, False):
         look = Look()
         tiny_model(projections=projections, d_k=32, d_v=32)(idx, look=look)
-        weights[projections] = attention_stats(look.results[0])["self_weight"].item()
+        weights[projections] = attention_stats(look.results[0], future_keys(16))["self_weight"].item()
     assert weights[False] > weights[True]  # |x_i|^2 is row i's largest score
 
 

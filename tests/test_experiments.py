@@ -34,7 +34,9 @@ ENCODER = {
     "c_left_side": ("fill_blank", True, True),
     "d_nothing_hidden": ("fill_blank", False, False),
 }
-SWEEPS = sorted([*GRIDS, "encoder"])
+# The masks and order presets sweep configs of the mask group: each a task and whether its mask is applied.
+MASKS = {"causal_lm": ("next_token", True), "prefix_lm": ("prefix_lm", True), "fully_visible": ("fill_blank", False)}
+SWEEPS = sorted([*GRIDS, "encoder", "masks", "order"])
 
 
 @functools.cache  # composed once for the tests that read it
@@ -137,6 +139,25 @@ def test_the_encoder_presets_blank_share_is_set_once_for_its_three_blank_filling
         assert config.task.blank_share == (None if task == "next_token" else 0.15)
     with pytest.raises(ConfigError, match=r"^encoder: Key 'encoder' not in 'TrainConfig'"):
         to_train_config(without_shared_settings(compose_config("+encoder.blank_share=0.15"), {}))  # not a preset job
+
+
+def test_the_masks_preset_runs_t5s_three_patterns_at_one_and_two_layers_over_three_seeds():
+    assert sweep_grid("masks") == {"+mask": list(MASKS), "model.n_layer": [1, 2], "trainer.seed": [0, 1, 2]}
+    for job, config in preset_jobs("masks"):
+        assert (config.task.name, config.model.causal) == MASKS[job["+mask"]] and config.model.qk_norm
+        assert config.task.name != "fill_blank" or config.task.blank_share == 0.4
+
+
+def test_the_order_preset_crosses_the_causal_and_the_fully_visible_runs_with_positions_and_none():
+    grid = {"+mask": ["causal_lm", "fully_visible"], "model.positions": ["learned", "none"], "model.n_layer": [1, 2]}
+    assert sweep_grid("order") == grid | {"trainer.seed": [0, 1, 2]}
+    for job, config in preset_jobs("order"):
+        assert (config.task.name, config.model.causal) == MASKS[job["+mask"]]
+        assert config.model.positions.value == job["model.positions"]
+    masks = {(job["+mask"], job["model.n_layer"], job["trainer.seed"]): config for job, config in preset_jobs("masks")}
+    for job, config in preset_jobs("order"):  # its runs with positions are the masks preset's, setting for setting
+        if job["model.positions"] == "learned":
+            assert config == masks[job["+mask"], job["model.n_layer"], job["trainer.seed"]]
 
 
 def test_the_recurrence_preset_trains_on_the_copy_text_and_plots_against_the_distance():

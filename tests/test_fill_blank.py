@@ -94,7 +94,7 @@ def test_the_strip_over_a_validation_window_is_the_one_blank_curves_terms(blank_
     positions = torch.arange(window.numel())
     batch = checkpoint.task.blanked_alone(window.expand(window.numel(), -1), positions)
     with torch.no_grad():
-        curve = batches_loss(checkpoint.model, [batch])
+        curve = batches_loss(checkpoint.model, [batch], checkpoint.task.mask)
     assert strip.mean == pytest.approx(curve, abs=1e-5)
 
 

@@ -10,7 +10,7 @@ from torch import nn
 
 from conftest import SHORT, compose_config, curve, events, short_run
 from data import TokenizerConfig, prepare_tokens, train_tokenizer
-from model import ModelConfig, TinyLM
+from model import CAUSAL, ModelConfig, TinyLM
 from task import task_for
 from task.curves import batches_loss
 from task.next_token import NextToken
@@ -53,8 +53,8 @@ def test_the_strips_means_over_validation_windows_are_val_loss_and_val_loss_caus
     logged = events(leaky_run)
     val, val_causal = (curve(logged, tag)[-1] for tag in ("val/loss", "val/loss_causal"))
     assert val[0] == val_causal[0] == trained.step == 40
-    assert batches_loss(trained.model, batches) == pytest.approx(val[1], abs=1e-5)  # the same windows
-    assert batches_loss(trained.model, batches, causal=True) == pytest.approx(val_causal[1], abs=1e-5)
+    assert batches_loss(trained.model, batches, CAUSAL) == pytest.approx(val[1], abs=1e-5)  # the same windows
+    assert batches_loss(trained.model, batches, CAUSAL, causal=True) == pytest.approx(val_causal[1], abs=1e-5)
     means = []
     for x, y in batches:
         for window_x, window_y in zip(x.tolist(), y.tolist()):

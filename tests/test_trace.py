@@ -78,9 +78,7 @@ def test_a_row_that_reads_the_next_token_is_called_the_leak_and_a_one_hot_row_sa
     reading = read(lesson_model(), "abc")
     layer = reading.layers[0]
     layer.weights = torch.tensor([[0.2, 0.3, 0.5], [0.001, 0.001, 0.998], [0.3, 0.3, 0.4]])
-    assert verdict(reading, 0, 0) == (
-        "most of the weight sits on future tokens (j > i), which the causal mask would hide"
-    )
+    assert verdict(reading, 0, 0) == ("most of the weight sits on future tokens (j > i) that the task's mask hides")
     assert verdict(reading, 0, 1) == (
         "1.00 of the weight sits on token 2, the very token it is asked to predict: the leak; "
         "one-hot: the softmax is saturated (largest weight 0.9980)"

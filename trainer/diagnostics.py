@@ -18,7 +18,7 @@ import torch
 from tokenizers import Tokenizer
 from torch import Tensor
 
-from model import Look, TinyLM
+from model import CAUSAL, Look, Mask, TinyLM, future_keys
 from model.statistics import attention_stats, fed_scores, self_weight
 from task.fill_blank import BLANK, BLANK_LABEL
 
@@ -62,39 +62,77 @@ def log_attention(
     step: int,
     label: str = "",
     draw: Callable[[Callable[[], None]], object] = lambda job: job(),
-    hatch_future: bool = True,
+    mask: Mask = CAUSAL,
+    hatch: bool = True,
 ) -> None:
     """Each layer's statistics (attn/...), a histogram of its scores (attn/logits) and, as an image titled with
-    `label` and the step, its weights on the first window's first PATTERN_TOKENS tokens (attn/pattern, the future
-    hatched as `hatch_future` says), all through the reference path. `draw` runs the drawing of each image: here and
-    now by default; the recorder hands it to a thread, so that matplotlib works while the next steps train."""
+    `label` and the step, its weights on the first window's first PATTERN_TOKENS tokens (attn/pattern, the keys the
+    task's `mask` hides hatched where `hatch` says), all through the reference path and that mask. `draw` runs the
+    drawing of each image: here and now by default; the recorder hands it to a thread, so that matplotlib works
+    while the next steps train."""
     layers = model.attention_layers()
     if not layers:
         return  # a recurrent model: no attention to read
     was_training = model.training
     model.eval()
     look, pattern_look = Look(), Look()
-    model(windows, look=look)
+    model(windows, mask=mask, look=look)
     snippet = windows[0, :PATTERN_TOKENS]
-    model(snippet[None], look=pattern_look)  # on its own, so even unmasked rows weigh only the keys shown
+    model(snippet[None], mask=mask, look=pattern_look)  # on its own, so even unmasked rows weigh only the keys shown
     model.train(was_training)
 
     labels = token_labels(tokenizer, snippet.tolist())
+    hidden, shown = mask.hidden_keys(windows.size(1), windows.device), mask.hidden_keys(len(labels))
     for layer, (attn, result, pattern) in enumerate(zip(layers, look.results, pattern_look.results)):
-        stats = attention_stats(result, attn.causal)
+        stats = attention_stats(result, hidden, attn.causal)
         write_scalars(writer, {layer_tag(f"attn/{name}", layer): value for name, value in stats.items()}, step)
-        writer.add_histogram(
-            layer_tag("attn/logits", layer), fed_scores(result.scores, attn.causal).float().cpu(), step
-        )
+        fed = fed_scores(result.scores, hidden if attn.causal else None)
+        writer.add_histogram(layer_tag("attn/logits", layer), fed.float().cpu(), step)
         weights = pattern.weights[0].detach().float().cpu()
         itself = f"mean a_ii {self_weight(weights).item():.2f}"  # the diagonal's weight, a query on itself
         title = f"layer {layer}, step {step}, {itself}" + (f": {label}" if label else "")
-        figure = partial(pattern_figure, weights, labels, title, hatch_future)
+        figure = partial(pattern_figure, weights, labels, title, hatch, shown)
         draw(partial(add_pattern, writer, layer_tag("attn/pattern", layer), figure, step))
 
 
 def add_pattern(writer: "SummaryWriter", tag: str, figure: Callable[[], "Figure"], step: int) -> None:
     writer.add_figure(tag, figure(), step)
+
+
+def log_mask(
+    writer: "SummaryWriter",
+    model: TinyLM,
+    mask: Mask,
+    name: str,
+    draw: Callable[[Callable[[], None]], object] = lambda job: job(),
+) -> None:
+    """attn/mask, once at step 0: the mask the run trains with, as the model applies it to a whole window (the task's,
+    or none where model.causal is false), queries down and keys across, hidden keys dark; `name` says whose it is."""
+    if not model.attention_layers():
+        return  # a recurrent model: no mask
+    config = model.config
+    hidden = mask.hidden_keys(config.block_size) if config.causal else torch.zeros(config.block_size, config.block_size)
+    title = f"{name}, model.causal={config.causal}: dark keys are hidden"
+    draw(partial(add_pattern, writer, "attn/mask", partial(mask_figure, hidden, title), 0))
+
+
+def mask_figure(hidden: Tensor, title: str) -> "Figure":
+    """The (T, T) hidden keys of a mask as a picture: visible white, hidden dark, the diagonal dashed."""
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
+    size = hidden.size(0)
+    figure = Figure(figsize=(4, 4.4))
+    axes = figure.add_axes((0.15, 0.08, 0.8, 0.72))
+    axes.imshow(hidden.float().numpy(), cmap="Greys", vmin=0, vmax=1.5, interpolation="nearest")
+    axes.plot([-0.5, size - 0.5], [-0.5, size - 0.5], color="tab:red", linewidth=0.8, linestyle="--")
+    axes.set(xlabel="key j", ylabel="query i")
+    for axis in (axes.xaxis, axes.yaxis):
+        axis.set_major_locator(MaxNLocator(integer=True))
+    axes.xaxis.set_label_position("top")
+    axes.xaxis.tick_top()
+    figure.suptitle("\n".join(textwrap.wrap(f"the mask: {title}", 44)), fontsize=10, y=0.99)
+    return figure
 
 
 def log_grad_norms(writer: "SummaryWriter", model: TinyLM, step: int) -> None:
@@ -109,15 +147,15 @@ def log_grad_norms(writer: "SummaryWriter", model: TinyLM, step: int) -> None:
 
 
 def log_mask_readings(writer: "SummaryWriter", model: TinyLM, step: int) -> None:
-    """What each causal layer's mask let through in the training forward pass of `step` (the reference path keeps
-    it: attention.MaskReading): attn/train_future_mass, the mean weight on future keys (0 under minus infinity);
+    """What each masked layer's mask let through in the training forward pass of `step` (the reference path keeps
+    it: attention.MaskReading): attn/train_future_mass, the mean weight on hidden keys (0 under minus infinity);
     attn/train_allowed_min, the smallest score the softmax was fed at an allowed key; and where the mask is finite,
     attn/train_mask_margin, how far that score sits above the mask value (below 0, a future key outscores it)."""
     values = {}
     for layer, attn in enumerate(model.attention_layers()):
         if attn.reading is None:
             continue  # the fused kernel trained, or the layer is unmasked
-        values[layer_tag("attn/train_future_mass", layer)] = attn.reading.future_mass
+        values[layer_tag("attn/train_future_mass", layer)] = attn.reading.hidden_mass
         values[layer_tag("attn/train_allowed_min", layer)] = attn.reading.allowed_min
         if attn.mask_value > -math.inf:
             values[layer_tag("attn/train_mask_margin", layer)] = attn.reading.allowed_min - attn.mask_value
@@ -157,28 +195,29 @@ class PatternLayout:
         return cls(points, upright, left, names, title_lines, left + HEAT_MAP + COLOUR_BAR, top + HEAT_MAP + GAP)
 
 
-def pattern_figure(weights: Tensor, labels: list[str], title: str, hatch_future: bool = True) -> "Figure":
+def pattern_figure(
+    weights: Tensor, labels: list[str], title: str, hatch: bool = True, hidden: Tensor | None = None
+) -> "Figure":
     """The (T, T) weights as a heat map, queries down and keys across, each labelled with its token. The diagonal
-    (a token reading itself) is drawn and, where the future holds the targets (next-token prediction), the future
-    (j > i, what the causal mask hides) hatched, so weight on it stands out: a leaky model's sharp line just right of
-    the diagonal sits on the hatching. Laid out for PATTERN_TOKENS labels a side: a longer text gets labels as much
-    smaller (save it at as much higher a dpi)."""
+    (a token reading itself) is drawn and, where `hatch` says (the targets lie ahead: next-token prediction), the
+    keys the task's mask hides, `hidden` (T, T) (by default the future, j > i), hatched, so weight on them stands
+    out: a leaky model's sharp line just right of the diagonal sits on the hatching. Laid out for PATTERN_TOKENS
+    labels a side: a longer text gets labels as much smaller (save it at as much higher a dpi)."""
     from matplotlib.figure import Figure  # imported on first use: a run's start need not wait for it
-    from matplotlib.patches import Polygon
+    from matplotlib.patches import PathPatch
 
     layout, size = PatternLayout.of(labels, title), len(labels)
     width, height = layout.width, layout.height
     figure = Figure(figsize=(width, height))  # no pyplot: no global figure to close
     axes = figure.add_axes((layout.left / width, GAP / height, HEAT_MAP / width, HEAT_MAP / height))
     image = axes.imshow(weights.detach().float().cpu().numpy(), cmap="Blues", vmin=0, vmax=1)
-    if hatch_future:
-        future = [(i + 0.5, i + offset) for i in range(size) for offset in (-0.5, 0.5)] + [(size - 0.5, -0.5)]
-        hatching = Polygon(future, closed=True, fill=False, hatch="//", edgecolor="tab:orange", linewidth=0, alpha=0.6)
-        axes.add_patch(hatching)
+    if hatch:
+        hatched = hidden_outline(future_keys(size) if hidden is None else hidden)
+        axes.add_patch(PathPatch(hatched, fill=False, hatch="//", edgecolor="tab:orange", linewidth=0, alpha=0.6))
     axes.plot([-0.5, size - 0.5], [-0.5, size - 0.5], color="tab:red", linewidth=1, linestyle="--")
     axes.set_xticks([])
     axes.set_yticks([])
-    label_pattern(figure, axes, labels, layout, hatch_future)
+    label_pattern(figure, axes, labels, layout, hatch)
     colour_bar = figure.add_axes(
         ((layout.left + HEAT_MAP + 0.15) / width, GAP / height, 0.2 / width, HEAT_MAP / height)
     )
@@ -186,7 +225,28 @@ def pattern_figure(weights: Tensor, labels: list[str], title: str, hatch_future:
     return figure
 
 
-def label_pattern(figure: "Figure", axes, labels: list[str], layout: PatternLayout, hatch_future: bool) -> None:
+def hidden_outline(hidden: Tensor):
+    """A matplotlib Path around the hidden cells of `hidden` (T, T), one rectangle per run of them in a row (one a
+    row for a causal or prefix mask), in the heat map's coordinates (cell (i, j) centred on x = j, y = i)."""
+    from matplotlib.path import Path
+
+    vertices, codes = [], []
+    for i, row in enumerate(hidden.tolist()):
+        j = 0
+        while j < len(row):
+            if not row[j]:
+                j += 1
+                continue
+            start = j
+            while j < len(row) and row[j]:
+                j += 1
+            left, right, top, bottom = start - 0.5, j - 0.5, i - 0.5, i + 0.5
+            vertices += [(left, top), (right, top), (right, bottom), (left, bottom), (left, top)]
+            codes += [Path.MOVETO, Path.LINETO, Path.LINETO, Path.LINETO, Path.CLOSEPOLY]
+    return Path(vertices or [(0, 0)], codes or [Path.MOVETO])
+
+
+def label_pattern(figure: "Figure", axes, labels: list[str], layout: PatternLayout, hatch: bool) -> None:
     """Each key's and query's token beside the heat map, the axes' names and the title, placed in inches."""
     from matplotlib.transforms import offset_copy
 
@@ -198,7 +258,7 @@ def label_pattern(figure: "Figure", axes, labels: list[str], layout: PatternLayo
     for i, label in enumerate(labels):
         axes.text(i, 1, label, transform=keys, ha="center", va="bottom", rotation=0 if layout.upright else 90, **font)
         axes.text(0, i, label, transform=queries, ha="right", va="center", **font)
-    key_name = "key j (the token read)" + ("; hatched: j > i, the future" if hatch_future else "")
+    key_name = "key j (the token read)" + ("; hatched: what the task's mask hides" if hatch else "")
     axes.text(0.5, 1, key_name, transform=shifted(axes.transAxes, y=layout.names), ha="center", va="bottom")
     query_name, at = "query i (the token reading); dashed: j = i", shifted(axes.transAxes, x=GAP - layout.left)
     axes.text(0, 0.5, query_name, transform=at, ha="left", va="center", rotation=90)

@@ -31,7 +31,7 @@ def estimate_loss(
     for name, tokens in splits.items():
         batches = [task.draw(tokens, settings.batch_size, generator, device) for _ in range(settings.eval_iters)]
         with autocast(device, settings.precision):
-            losses[name] = batches_loss(model, batches)
+            losses[name] = batches_loss(model, batches, task.mask)
             if name == "val":
                 val = losses["val"]
                 sizes = settings.batch_size, settings.eval_iters

@@ -22,7 +22,7 @@ from torch.utils.tensorboard.summary import hparams
 from tqdm.auto import tqdm
 
 from trainer.config import TrainConfig, plain_config
-from trainer.diagnostics import log_attention, log_grad_norms, log_mask_readings
+from trainer.diagnostics import log_attention, log_grad_norms, log_mask, log_mask_readings
 from trainer.overrides import (
     SWITCHES,
     flatten,
@@ -87,6 +87,8 @@ class Recorder:
         # jobs (hydra/launcher=parallel)
         self.tokens_per_step = settings.batch_size * run.config.model.block_size * run.ranks.world_size
         self.drawing, self.drawn = ThreadPoolExecutor(max_workers=1), []  # figures drawn while training goes on
+        if not resumed:
+            log_mask(self.writer, run.model, run.task.mask, f"task={run.task.name}", self.draw)
         self.clock_started = time.perf_counter()
 
     def __enter__(self) -> "Recorder":
@@ -96,6 +98,10 @@ class Recorder:
         self.progress.close()
         self.drawing.shutdown(wait=True)
         self.writer.close()
+
+    def draw(self, job: Callable[[], None]) -> None:
+        """Runs the drawing `job` on the drawing thread, while training goes on."""
+        self.drawn.append(self.drawing.submit(job))
 
     def stepped(self) -> None:
         self.progress.update()
@@ -134,8 +140,9 @@ class Recorder:
             self.run.task.tokenizer,
             step,
             self.label,
-            lambda job: self.drawn.append(self.drawing.submit(job)),
-            hatch_future=self.run.task.targets_ahead,
+            self.draw,
+            self.run.task.mask,
+            self.run.task.targets_ahead,
         )
         if (sample := self.run.sample()) is not None:
             self.writer.add_text("sample", sample_markdown(sample, f"step {step} · {self.label}"), step)

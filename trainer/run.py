@@ -55,7 +55,8 @@ class TrainingRun:
         if not self.task.continues_text:
             return None
         generator = torch.Generator(self.ranks.device).manual_seed(self.config.trainer.seed)
-        ids = self.model.generate(self.prompt, self.config.trainer.sample_tokens, generator=generator)[0]
+        tokens = self.config.trainer.sample_tokens
+        ids = self.model.generate(self.prompt, tokens, generator=generator, mask=self.task.mask)[0]
         return self.task.tokenizer.decode(ids.tolist())
 
     def state(self) -> dict:
@@ -106,7 +107,7 @@ def build_run(config: TrainConfig, ranks: Ranks, checkpoint: Optional[dict] = No
         data=data,
         task=task,
         model=model,
-        train_step=TrainStep.of(config, model, optimizer, scaler, distributed=ranks.distributed),
+        train_step=TrainStep.of(config, model, optimizer, scaler, ranks.distributed, task.mask),
         batch_generator=batch_generator,
         step=step,
         best_val=best_val,

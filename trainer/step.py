@@ -10,7 +10,7 @@ import torch.distributed as dist
 from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
 
-from model import TinyLM
+from model import CAUSAL, Mask, TinyLM
 from task.loss import scored, summed_loss
 from trainer.config import ConfigError, Precision, TrainConfig
 
@@ -71,6 +71,7 @@ class TrainStep:
     precision: Precision = Precision.fp32
     grad_accum_steps: int = 1
     scaler: torch.amp.GradScaler = NO_SCALING  # loss scaling for float16 training; disabled otherwise
+    mask: Mask = CAUSAL  # the task's, given to the model beside every batch
 
     @classmethod
     def of(
@@ -80,10 +81,11 @@ class TrainStep:
         optimizer: torch.optim.Optimizer,
         scaler: torch.amp.GradScaler | None = None,
         distributed: bool = False,
+        mask: Mask = CAUSAL,
     ) -> "TrainStep":
-        """The step `config` trains `model` with: its forward compiled under trainer.compile, wrapped in
-        DistributedDataParallel when `distributed` (under torchrun: the ranks average their gradients in backward);
-        `scaler` defaults to a fresh one for the model's device."""
+        """The step `config` trains `model` with through the task's `mask`: its forward compiled under
+        trainer.compile, wrapped in DistributedDataParallel when `distributed` (under torchrun: the ranks average
+        their gradients in backward); `scaler` defaults to a fresh one for the model's device."""
         precision, device = config.trainer.precision, next(model.parameters()).device
         trained: nn.Module = model
         if config.trainer.compile:
@@ -94,7 +96,8 @@ class TrainStep:
             trained = DistributedDataParallel(trained)
         if scaler is None:
             scaler = grad_scaler(device, precision)
-        return cls(trained, optimizer, config.optim.grad_clip, precision, config.trainer.grad_accum_steps, scaler)
+        accumulated = config.trainer.grad_accum_steps
+        return cls(trained, optimizer, config.optim.grad_clip, precision, accumulated, scaler, mask)
 
     def __call__(self, x: Tensor, y: Tensor, lr: float, on_gradients: Callable[[], None] | None = None) -> Tensor:
         """Forward, backward, clip, update for inputs `x` and labels `y`; returns this rank's loss, nats per scored
@@ -111,7 +114,7 @@ class TrainStep:
             syncing = model.no_sync() if distributed and not last else contextlib.nullcontext()
             with syncing:
                 with autocast(x.device, self.precision):
-                    summed = summed_loss(model(part_x), part_y)
+                    summed = summed_loss(model(part_x, mask=self.mask), part_y)
                 scaler.scale(summed / share).backward()
             sums.append(summed.detach())
         scaler.unscale_(optimizer)

@@ -59,6 +59,9 @@ LAYOUT = {
         "encoder: weight on the left (past keys) and on the right (future keys)": chart(
             "attn/past_mass", "attn/future_mass"
         ),
+        "masks: the prefix LM with its prefix closed (val/loss_closed), the same weights, beside val/loss": chart(
+            "val/loss_closed", "val/loss"
+        ),
     },
     "what the attention does": {
         "largest attention logit (scaled score)": chart("attn/logit_max"),
@@ -82,6 +85,8 @@ PRESET_TAGS = {
     "recurrence": ["val/loss_far", "val/loss"],
     "search": ["val/loss"],
     "encoder": ["val/loss_one_blank", "val/loss_hidden", "attn/past_mass"],
+    "masks": ["val/loss", "val/loss_closed", "attn/past_mass"],
+    "order": ["val/loss", "val/loss_one_blank", "attn/self_weight"],
 }
 
 PREFIXES = {name.replace("_", " ") for name in PRESET_TAGS}  # "finite mask: ..." names the preset a chart is for

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from model import TinyLM
+from model import CAUSAL, Mask, TinyLM
 from task import Task
 
 TEMPERATURES = (1e-3, 100.0)  # outside, the logits overflow or the softmax is uniform to float precision
@@ -44,13 +44,15 @@ def sample_ids(
     seed: int = 1337,
     num_samples: int = 1,
     device: torch.device | None = None,
+    mask: Mask = CAUSAL,
 ) -> list[list[int]]:
-    """Each sample's ids, prompt first: `num_samples` continuations drawn together by the model's generate, from
+    """Each sample's ids, prompt first: `num_samples` continuations drawn together by the model's generate through
+    the task's `mask` (a prefix LM's prefix is the window's first tokens: the prompt's, when it holds as many), from
     one generator seeded with `seed` on `device` (the model's own by default)."""
     device = device or next(model.parameters()).device
     context = torch.tensor([prompt] * num_samples, device=device)
     generator = torch.Generator(device).manual_seed(seed)
-    return model.generate(context, max_new_tokens, temperature, top_k, generator).tolist()
+    return model.generate(context, max_new_tokens, temperature, top_k, generator, mask).tolist()
 
 
 @torch.no_grad()
@@ -63,14 +65,16 @@ def fill_blanks(
     seed: int = 1337,
     num_samples: int = 1,
     device: torch.device | None = None,
+    mask: Mask = CAUSAL,
 ) -> list[list[int]]:
     """Each sample's ids: the text with every blank replaced by a token drawn from the model's prediction there at
-    `temperature` (among the `top_k` likeliest; top_k=1 takes the likeliest). One forward reads the whole text, so
-    every blank is filled from both of its sides at once, each drawn on its own."""
+    `temperature` (among the `top_k` likeliest; top_k=1 takes the likeliest). One forward reads the whole text
+    through the task's `mask` (an unmasked model: every blank filled from both of its sides at once), each blank
+    drawn on its own."""
     device = device or next(model.parameters()).device
     text = torch.tensor([ids], device=device)
     blanks = (text[0] == blank).nonzero().flatten()
-    logits = model(text)[0, blanks] / temperature
+    logits = model(text, mask=mask)[0, blanks] / temperature
     if top_k is not None:
         kth = torch.topk(logits, min(top_k, logits.size(-1))).values[:, -1:]
         logits = logits.masked_fill(logits < kth, float("-inf"))
@@ -111,6 +115,7 @@ def write(
     device: torch.device | None = None,
 ) -> list[list[int]]:
     """Each sample's ids as the task writes: the prompt continued by max_new_tokens tokens, or its blanks filled."""
+    drawing = temperature, top_k, seed, num_samples, device, task.mask
     if task.continues_text:
-        return sample_ids(model, prompt, max_new_tokens, temperature, top_k, seed, num_samples, device)
-    return fill_blanks(model, prompt, task.blank, temperature, top_k, seed, num_samples, device)
+        return sample_ids(model, prompt, max_new_tokens, *drawing)
+    return fill_blanks(model, prompt, task.blank, *drawing)

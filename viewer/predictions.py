@@ -2,14 +2,14 @@
 attend.py's lines and its PNG, from the model's own forward. What a position predicts is the task's (task/).
 
 - The loss strips (the task's Strip kinds): each position's cross-entropy (nats) for its target, as trained and, for
-  a model that reads the right side, with the causal mask put back (the model's `causal=` override): the per-token
+  a model that reads what the task's mask hides, with that mask put back (the model's `causal=` override): the per-token
   terms of the curves the strips are named after (trainer/evaluate.py averages the same terms over its windows).
 - Each position's top five tokens at a temperature (the softmax of logits / T, as sampling draws them) and its
   target's probability.
 - The counterfactuals of a query i at one layer, each through the model's Look with a reweighed row in one batched
-  forward: the target's probability (a) as trained, (b) with the query's future keys masked and its weights
-  renormalised over j <= i, (c) with uniform weights over the keys it may see (j <= i under the mask, every key
-  without it), (d) with no look at all: the residual stream alone.
+  forward: the target's probability (a) as trained, (b) with the keys the task's mask hides from the query masked
+  and its weights renormalised over the rest, (c) with uniform weights over the keys it may see (those the mask
+  leaves, every key without it), (d) with no look at all: the residual stream alone.
 """
 
 from dataclasses import dataclass
@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from model import Look, TinyLM, future_keys
+from model import CAUSAL, Look, Mask, TinyLM
 from task.base import StripKind, Words
 from trainer.diagnostics import token_labels
 from viewer.checkpoints import Checkpoint
@@ -29,7 +29,7 @@ COUNTERFACTUALS = ("masked", "uniform", "no_look")  # (b), (c), (d); (a) is the 
 FORWARD_TOKENS = 16_384  # tokens per counterfactual forward: a 64-token text's every query in one batch
 FAR = 3.0  # a probability at least this many times another (and NOTABLE above it) is another answer
 NOTABLE = 0.05
-PART = 0.2  # masking the future takes at least this much off, short of FAR: the prediction was read in part
+PART = 0.2  # masking the hidden keys takes at least this much off, short of FAR: the prediction was read in part
 CLOSE = 0.1  # two probabilities within this share of the larger (or 0.01) are the same answer
 UNEXPECTED = 0.02  # below this in every setting, the model does not expect the token at all
 
@@ -46,7 +46,7 @@ class Prediction:
 class Strip:
     name: str  # "as trained", "mask put back"
     tag: str  # the curve whose mean over its windows is the mean of such losses: val/loss, val/loss_causal
-    causal: bool  # the mask the forward used
+    causal: bool  # whether the forward applied the task's mask
     losses: list[float | None]  # per position i: the loss of predicting its target; None where there is none
     predictions: list[Prediction]
 
@@ -58,7 +58,7 @@ class Strip:
 
 @dataclass
 class Counterfactual:
-    """Query i's target's probability (temperature 1) with its row of weights at one layer as trained, its future
+    """Query i's target's probability (temperature 1) with its row of weights at one layer as trained, its hidden
     keys masked, uniform, or with no look (zero weights: the residual stream alone); and what they say, in words."""
 
     trained: float
@@ -97,7 +97,7 @@ def strip_logits(checkpoint: Checkpoint, reading: Reading, causal: bool | None) 
     the model's own forward (its kernel, as evaluation runs it); `causal` as there."""
     positions = list(range(len(reading.ids)))
     inputs = checkpoint.task.query_inputs(reading.ids, positions).to(next(checkpoint.model.parameters()).device)
-    out = checkpoint.model(inputs, causal=causal)
+    out = checkpoint.model(inputs, mask=checkpoint.task.mask, causal=causal)
     rows = torch.arange(len(positions)) if inputs.size(0) > 1 else 0
     return out[rows, positions].float().cpu()
 
@@ -139,21 +139,24 @@ def strip(
 
 
 def counterfactual_rows(reading: Reading, layer: int, i: int) -> dict[str, Tensor]:
-    """Query i's rows of weights for (b)-(d) at `layer`. (b) is the softmax of its fed scores over j <= i: the
-    trained row renormalised there, without the 0/0 of a row whose past weights underflowed."""
+    """Query i's rows of weights for (b)-(d) at `layer`. (b) is the softmax of its fed scores over the keys the
+    task's mask leaves it: the trained row renormalised there, without the 0/0 of a row whose visible weights
+    underflowed."""
     trace = reading.layers[layer]
-    future = future_keys(trace.fed.size(-1))[i]  # query i's row of the causal mask
-    masked = F.softmax(trace.fed[i].masked_fill(future, float("-inf")), dim=-1)
-    visible = ~future if trace.causal else torch.ones_like(future)
+    hidden = reading.hidden[i]  # query i's row of the task's mask
+    masked = F.softmax(trace.fed[i].masked_fill(hidden, float("-inf")), dim=-1)
+    visible = ~hidden if trace.causal else torch.ones_like(hidden)
     uniform = visible.float() / visible.sum()
     return {"masked": masked, "uniform": uniform, "no_look": torch.zeros_like(uniform)}
 
 
 @torch.no_grad()
-def looked_again(model: TinyLM, inputs: Tensor, layer: int, queries: list[int], rows: Tensor) -> Tensor:
+def looked_again(
+    model: TinyLM, inputs: Tensor, layer: int, queries: list[int], rows: Tensor, mask: Mask = CAUSAL
+) -> Tensor:
     """(B, vocab_size) logits at position queries[b] of inputs[b] (a (1, T) input serves every b), when `layer`
     mixes query queries[b]'s values with rows[b] instead of its own weights; the other rows, and every other layer,
-    as trained."""
+    as trained, through the task's `mask`."""
     device = next(model.parameters()).device
     per_forward = max(1, FORWARD_TOKENS // inputs.size(1))
     logits = []
@@ -168,7 +171,7 @@ def looked_again(model: TinyLM, inputs: Tensor, layer: int, queries: list[int], 
             changed[batch, where] = these.to(weights.dtype)
             return changed
 
-        out = model(texts.to(device), look=Look({layer: reweigh}))
+        out = model(texts.to(device), mask=mask, look=Look({layer: reweigh}))
         logits.append(out[batch, where].float().cpu())
     return torch.cat(logits)
 
@@ -191,7 +194,7 @@ def counterfactuals(
     all_rows = {i: counterfactual_rows(reading, layer, i) for i in queries}
     rows = torch.stack([all_rows[i][kind] for i, kind in variants])
     inputs = task.query_inputs(ids, [i for i, _ in variants])
-    looked = looked_again(checkpoint.model, inputs, layer, [i for i, _ in variants], rows)
+    looked = looked_again(checkpoint.model, inputs, layer, [i for i, _ in variants], rows, task.mask)
     chosen = torch.tensor([asked[i] for i, _ in variants])
     probabilities = F.softmax(looked, dim=-1)[torch.arange(len(variants)), chosen].tolist()
     p = {variant: probability for variant, probability in zip(variants, probabilities)}

@@ -8,7 +8,7 @@ from torch import Tensor
 
 from data.errors import DataError
 from model.config import Mixer
-from model.statistics import SATURATED, entropy, future_share, max_weight, past_share
+from model.statistics import SATURATED, entropy, future_share, hidden_share, max_weight, past_share
 from task import Task
 from trainer.diagnostics import token_labels
 from viewer.checkpoints import Checkpoint
@@ -30,6 +30,7 @@ class Reading:
     layers: list[LayerTrace]
     targets: list[int | None]  # what each position predicts, as the task says (None: nothing it can score)
     task: Task  # what the model was trained to predict
+    hidden: Tensor  # (T, T) bool: the keys the task's mask hides from each query (applied where layers[l].causal)
     following: int | None = None  # the text's next token after those read (a cut text)
 
 
@@ -69,9 +70,10 @@ def read_ids(checkpoint: Checkpoint, ids: list[int], hidden: dict[int, int] | No
     block_size, task = checkpoint.model.config.block_size, checkpoint.task
     kept, following = ids[:block_size], (ids[block_size] if len(ids) > block_size else None)
     with checkpoint.lock:
-        layers = trace(checkpoint.model, kept)
+        layers = trace(checkpoint.model, kept, task.mask)
     labels, targets = token_labels(checkpoint.tokenizer, kept), task.targets(kept, following, hidden or {})
-    return Reading(kept, labels, len(ids), block_size, layers, targets, task, following)
+    hidden_keys = task.mask.hidden_keys(len(kept))
+    return Reading(kept, labels, len(ids), block_size, layers, targets, task, hidden_keys, following)
 
 
 def cut_note(reading: Reading) -> str:
@@ -103,8 +105,8 @@ def verdict(reading: Reading, layer: int, query: int) -> str:
     if shown and row[target] > LEAK:
         share = f"{row[target]:.2f} of the weight sits on token {target}"
         words.append(f"{share}, the very token it is asked to predict: the leak")
-    elif target > query and future_share(weights)[query] > LEAK:
-        words.append("most of the weight sits on future tokens (j > i), which the causal mask would hide")
+    elif target > query and hidden_share(weights, reading.hidden)[query] > LEAK:
+        words.append("most of the weight sits on future tokens (j > i) that the task's mask hides")
     if row.max() > SATURATED:
         words.append(f"one-hot: the softmax is saturated (largest weight {row.max():.4f})")
     return "; ".join(words)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from model import Look, TinyLM
+from model import CAUSAL, Look, Mask, TinyLM
 
 
 @dataclass
@@ -24,21 +24,21 @@ class LayerTrace:
     values: Tensor  # (T, d_v) v_j, the vectors step 4 mixes
     output: Tensor  # (T, d_v) step 4, y_i = sum_j a_ij v_j
     scale: bool  # whether this layer divides by sqrt(d_k)
-    causal: bool  # whether it masks the future
+    causal: bool  # whether it applies the task's mask (model.causal)
     softcap: float  # c > 0: the fed scores are c tanh(s / c)
     d_k: int  # the query and key width: the d_k of 1/sqrt(d_k)
 
 
 @torch.no_grad()
-def trace(model: TinyLM, ids: list[int]) -> list[LayerTrace]:
-    """Every layer's trace for the token ids (at most block_size of them), in layer order: one forward with a Look,
-    so every layer takes the reference path, attention() step by step as the lesson writes it, whatever kernel the
-    model trains with."""
+def trace(model: TinyLM, ids: list[int], mask: Mask = CAUSAL) -> list[LayerTrace]:
+    """Every layer's trace for the token ids (at most block_size of them) through the task's `mask`, in layer order:
+    one forward with a Look, so every layer takes the reference path, attention() step by step as the lesson writes
+    it, whatever kernel the model trains with."""
     look = Look()
     was_training = model.training
     model.eval()
     try:
-        model(torch.tensor([ids], device=next(model.parameters()).device), look=look)
+        model(torch.tensor([ids], device=next(model.parameters()).device), mask=mask, look=look)
     finally:
         model.train(was_training)
     traces = []
