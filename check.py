@@ -87,7 +87,7 @@ def training_step() -> str:
     loss = mean_loss(model(ids[:-1].view(8, size)), ids[1:].view(8, size))
     loss.backward()
     if not math.isfinite(loss.item()):
-        raise Failed(f"one training step of the default model gave a loss of {loss.item()}: torch computes wrongly here")
+        raise Failed(f"one training step of the default model gave a loss of {loss.item()}: torch computes wrongly")
     uniform = math.log(tokenizer.get_vocab_size())
     return f"one training step of the default model: loss {loss.item():.2f} nats (a uniform guess: {uniform:.2f})"
 

@@ -156,16 +156,17 @@ def summary(directory: Path, *tags: str) -> tuple:
     sweep's summary.md holds every tag, most of them empty for any one preset."""
     from IPython.display import Image, Markdown
 
-    from summary.runs import read_runs, shared_of
+    from summary.runs import read_runs
     from summary.tables import header, row
-    from trainer.overrides import distinct_overrides
+    from trainer.overrides import distinct_overrides, naming_overrides, shared_overrides
 
     runs = read_runs([finished(directory)])
-    shared = shared_of(runs)
+    names = [naming_overrides(run.overrides) for run in runs]  # a resume's trainer.resume=auto names no run
+    shared = shared_overrides(names)
     lines = header(["run", *tags])
-    for run in runs:
+    for run, name in zip(runs, names):
         values = ["" if value is None else f"{value:.3f}" for value in map(run.final, tags)]
-        lines.append(row([" ".join(distinct_overrides(run.overrides, shared)), *values]))
+        lines.append(row([" ".join(distinct_overrides(name, shared)), *values]))
     return Image(directory / "summary.png"), Markdown("\n".join(lines))
 
 

@@ -116,11 +116,11 @@ def test_a_bad_setting_and_a_second_sweep_into_the_firsts_directory_end_the_cell
     ]
 
 
-def interrupt_once_saved(client, checkpoint: Path) -> None:
+def interrupt_once_saved(client, directory: Path, checkpoint: str = "last.pt") -> None:
     """The kernel interrupt of JupyterLab's ■ (jupyter_client's: SIGINT to the kernel's process group), once the run
-    has written `checkpoint`."""
+    has written `checkpoint` (a pattern) in `directory`."""
     deadline = time.monotonic() + CELL_SECONDS
-    while not checkpoint.exists() and time.monotonic() < deadline:
+    while not any(directory.glob(checkpoint)) and time.monotonic() < deadline:
         time.sleep(0.1)
     os.killpg(os.getpgid(client.km.provisioner.process.pid), signal.SIGINT)
 
@@ -133,7 +133,7 @@ def test_a_kernel_interrupt_stops_a_run_with_its_checkpoint_and_says_how_to_resu
 
     client, _ = lesson
     run_dir = tmp_path / "stopped"
-    interrupter = threading.Thread(target=interrupt_once_saved, args=(client, run_dir / "last.pt"))
+    interrupter = threading.Thread(target=interrupt_once_saved, args=(client, run_dir))
     interrupter.start()
     try:
         cell = run_cell(client, f'lab.train(*size.overrides, "trainer.max_steps=100000", "hydra.run.dir={run_dir}")')
@@ -204,16 +204,17 @@ def test_an_interrupted_sweep_says_how_to_finish_it_and_the_cells_that_read_it_s
     reads it refuses it in one line, and the call it gave finishes it (400 steps a job: the stop comes mid-job)."""
     client, _ = lesson
     sweep = tmp_path / "leak"
-    interrupter = threading.Thread(
-        target=interrupt_once_saved, args=(client, sweep / "0_model.causal=True" / "last.pt")
-    )
+    interrupter = threading.Thread(target=interrupt_once_saved, args=(client, sweep, "0_*/last.pt"))
     interrupter.start()
     try:
         settings = f'*size.overrides, "trainer.max_steps=400", "hydra.sweep.dir={sweep}"'
         cell = run_cell(client, f'stopped = lab.train("+experiment=leak", {settings})')
     finally:
         interrupter.join()
-    finish = f'lab.train("+notebook=test", "trainer.max_steps=400", "hydra.sweep.dir={sweep}", "trainer.resume=auto")'
+    finish = (
+        f'lab.train("+experiment=leak", "+notebook=test", "trainer.max_steps=400", "hydra.sweep.dir={sweep}", '
+        '"trainer.resume=auto")'
+    )
     stderr = "".join(output.text for output in cell.outputs if output.get("name") == "stderr")
     assert stderr.endswith(f"the sweep stopped before its end; finish it with {finish}\n")
     assert all(output.output_type != "error" for output in cell.outputs)
@@ -225,6 +226,7 @@ def test_an_interrupted_sweep_says_how_to_finish_it_and_the_cells_that_read_it_s
     shown = run_cell(client, 'display(*lab.summary(stopped, "val/loss", "val/loss_causal"))')
     [table] = [output.data["text/markdown"] for output in shown.outputs if "text/markdown" in output.get("data", {})]
     assert table.splitlines()[:2] == ["| run | val/loss | val/loss_causal |", "|---|---|---|"]
+    assert [line.split(" | ")[0] for line in table.splitlines()[2:]] == ["| model.causal=True", "| model.causal=False"]
 
 
 @pytest.mark.slow
