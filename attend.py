@@ -12,6 +12,7 @@ of the weights with the loss strips beside the run (attention.png) or at `out=`.
 the same numbers, from the same code (viewer/).
 """
 
+import python_version  # noqa: F401 (first: an older Python is refused in one line, python_version.py)
 import trainer.startup  # noqa: F401 (first of all: a Ctrl-C while torch loads ends in one line, trainer/startup.py)
 
 # isort: split

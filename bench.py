@@ -11,6 +11,10 @@ bench.json_path=FILE to choose). Settings: BenchSettings in benchmark/settings.p
 as in train.py.
 """
 
+import python_version  # noqa: F401 (first: an older Python is refused in one line, python_version.py)
+
+# isort: split
+
 import json
 import logging
 import os

@@ -14,6 +14,7 @@ Every directory under the given ones that holds an events file is a run. A damag
 leave) gets one warning line: an unreadable one is skipped, a truncated one read up to the cut.
 """
 
+import python_version  # noqa: F401 (first: an older Python is refused in one line, python_version.py)
 import trainer.startup  # noqa: F401 (first of all: a Ctrl-C while torch loads ends in one line, trainer/startup.py)
 
 # isort: split

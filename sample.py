@@ -5,6 +5,7 @@ python sample.py ckpt=outputs/DATE/TIME/best.pt prompt="ROMEO:" num_samples=3 ma
     top_k=40
 """
 
+import python_version  # noqa: F401 (first: an older Python is refused in one line, python_version.py)
 import trainer.startup  # noqa: F401 (first of all: a Ctrl-C while torch loads ends in one line, trainer/startup.py)
 
 # isort: split

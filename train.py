@@ -6,6 +6,7 @@ python train.py -m model.causal=true,false        # a sweep: one job per value
 tensorboard --logdir outputs                      # (or multirun) to see the curves
 """
 
+import python_version  # noqa: F401 (first: an older Python is refused in one line, python_version.py)
 import trainer.startup  # noqa: F401 (first of all: a Ctrl-C while torch loads ends in one line, trainer/startup.py)
 
 # isort: split

@@ -6,6 +6,7 @@ import re
 import shlex
 import sys
 from functools import cache
+from pathlib import Path
 
 import pytest
 
@@ -211,3 +212,76 @@ def test_the_docs_hold_no_path_of_one_machine_and_no_word_of_how_they_were_made(
     assert MACHINE_PATH.findall(text) == []
     own_issues = [match.group() for match in ISSUE.finditer(text) if "/" not in match.group(1)]
     assert [match.group() for match in PROCESS_WORDS.finditer(text)] + own_issues == []
+
+
+# The facts the pages state, held where a test can hold them.
+PREMISE_PAGES = [ROOT / "README.md", ROOT / "docs" / "lesson.md", ROOT / "docs" / "experiments.md"]
+SOURCES = (".py", ".md", ".yaml", ".js")
+
+
+def sentences(text: str) -> list[str]:
+    """The text's sentences, a comment's lines (`#`, `//`) joined into one: what a claim is read in."""
+    joined = re.sub(r"\n\s*(#|//)?\s*", " ", text)
+    return re.split(r"(?<=[.;!?])\s+", joined)
+
+
+def test_no_sentence_anywhere_credits_mingpt_with_the_minus_1e4_mask():
+    """Hugging Face GPT-2's `masked_bias` was the -1e4; minGPT masks with minus infinity."""
+    files = [
+        path
+        for path in sorted(ROOT.rglob("*"))
+        if path.suffix in SOURCES and path != Path(__file__) and not {".venv", ".git", "node_modules"} & set(path.parts)
+    ]
+    credited = [
+        (path.name, sentence[:120])
+        for path in files
+        for sentence in sentences(path.read_text(errors="replace"))
+        if "minGPT" in sentence and re.search(r"[-−]1e4|1e-?4 mask", sentence)
+    ]
+    assert credited == []
+
+
+@pytest.mark.parametrize("path", PREMISE_PAGES, ids=lambda path: path.name)
+def test_the_premise_of_the_square_root_says_mean_0_and_cites_vaswani_footnote_4(path):
+    text = path.read_text()
+    premises = [sentence for sentence in sentences(text) if "variance 1" in sentence or "unit-variance" in sentence]
+    assert premises and all("mean 0" in sentence for sentence in premises), premises
+    assert re.search(r"Vaswani et al\. 2017.{0,80}footnote 4", text.replace("\n", " "))
+
+
+def test_the_readme_says_what_the_recurrence_table_says_at_d_60():
+    readme = ROOT.joinpath("README.md").read_text().replace("\n  ", " ")
+    [row] = [
+        line for line in ROOT.joinpath("docs", "experiments.md").read_text().splitlines() if line.startswith("| 60 |")
+    ]
+    attention = row.split("|")[3].split("(")[0].strip()  # "2.427 ± 0.897"
+    assert attention in readme and "nothing from d = 16 on, where attention still reads it" not in readme
+
+
+def test_a_share_of_weight_on_future_keys_is_given_with_the_machine_whose_figure_shows_another():
+    """lesson.md's "up to 14%" is the table's runs'; finite_mask.png is another machine's, which peaks near 2%."""
+    for path in (ROOT / "docs" / "lesson.md", ROOT / "docs" / "class-answers.md"):
+        for paragraph in path.read_text().split("\n\n"):
+            if "up to 14%" in paragraph:
+                assert "up to 2%" in paragraph and "machine" in paragraph, paragraph
+
+
+def test_tensorboard_md_lists_every_custom_scalars_chart():
+    from trainer.tags import LAYOUT
+
+    page = ROOT.joinpath("docs", "tensorboard.md").read_text()
+    missing = [title for section in LAYOUT.values() for title in section if title not in page]
+    assert missing == []
+
+
+def test_the_glossary_starts_with_the_words_a_student_meets_first():
+    first = ["Token", "One-hot", "Softmax", "Query, key, value", "LayerNorm", "MLP", "TensorBoard", "Custom Scalars"]
+    terms = re.findall(r"^\*\*([^*]+?)\.?\*\*", ROOT.joinpath("docs", "glossary.md").read_text(), flags=re.MULTILINE)
+    assert [term.rstrip(".") for term in terms[: len(first)]] == first
+    assert terms.index("AMX, AVX-512") > terms.index("val/loss, val/loss_causal")
+
+
+def test_every_count_the_class_page_asks_for_has_its_answer():
+    answers = ROOT.joinpath("docs", "class-answers.md").read_text()
+    assert "count the rows it calls one-hot" in ROOT.joinpath("docs", "class.md").read_text()
+    assert "the rows the tab calls one-hot" in answers and "## In the notebook" in answers

@@ -1,10 +1,12 @@
 """viewer/lens.py: a TinyLM opened in TransformerLens computes tinylm's logits and attention, its hooks read and patch
-them, and what it cannot represent is refused in one line naming the setting. Tiny models with random weights, and
-the session's trained leak sweep."""
+them, its tokenizer serves TransformerLens's text calls, a run opens in one call, and what it cannot represent (or a
+run with nothing to read) is refused in one line naming why, alone in a notebook. Tiny models with random weights,
+and the session's trained leak sweep."""
 
 import importlib.util
 import math
 import os
+import shutil
 
 import pytest
 import torch
@@ -12,6 +14,7 @@ import torch
 from data import TokenizerConfig, train_tokenizer
 from model import ModelConfig, TinyLM
 from model.config import Mixer
+from trainer.checkpoint import BEST, LAST
 from trainer.config import ConfigError
 from viewer.checkpoints import choose, load
 from viewer.predictions import looked_again
@@ -126,6 +129,7 @@ def test_a_setting_transformer_lens_cannot_represent_is_refused_in_one_line_nami
     with pytest.raises(ConfigError) as refused:
         lens.transformer_lens_model(TinyLM(ModelConfig(vocab_size=5, **TINY | settings)))
     assert str(refused.value).startswith(line) and "\n" not in str(refused.value)
+    assert refused.value._render_traceback_() == [str(refused.value)]  # what IPython shows of it: the line alone
 
 
 def test_every_setting_refused_is_named_in_the_one_line(lens):
@@ -150,3 +154,59 @@ def test_a_fill_in_the_blank_model_reads_a_text_with_blanks_as_tinylm_does(lens)
     assert task.blank in ids
     with torch.no_grad():
         assert (lens.transformer_lens_model(model)(ids) - model(ids)).abs().max() < 1e-5
+
+
+def greedy(model: TinyLM, ids: list[int], tokens: int) -> list[int]:
+    """tinylm's own greedy continuation: the likeliest next token, `tokens` times."""
+    with torch.no_grad():
+        for _ in range(tokens):
+            ids = ids + [int(model(torch.tensor([ids]))[0, -1].argmax())]
+    return ids
+
+
+def test_the_runs_tokenizer_serves_transformer_lenss_text_calls(lens):
+    """to_tokens and to_str_tokens read a text as tinylm's tokenizer does (no beginning-of-text token added), a text
+    goes into run_with_cache as it is, and generate continues it as tinylm's greedy decoding does."""
+    model = tiny_model(n_layer=2)
+    opened = lens.transformer_lens_model(model, TOKENIZER)
+    assert opened.to_tokens(TEXT)[0].tolist() == IDS
+    assert opened.to_str_tokens(TEXT) == list(TEXT)
+    logits, _ = opened.run_with_cache(TEXT)
+    with torch.no_grad():
+        assert (logits - model(torch.tensor([IDS]))).abs().max() < 1e-5
+    continued = opened.generate("To be", max_new_tokens=8, do_sample=False, verbose=False)
+    assert continued == TOKENIZER.decode(greedy(model, TOKENIZER.encode("To be").ids, 8))
+    assert opened.to_string(opened.to_tokens("or not")[0]) == "or not"
+
+
+@pytest.mark.slow
+def test_a_run_opens_in_one_call_from_its_directory_or_its_checkpoint_file(leak_sweep, lens):
+    run = next(leak_sweep.glob("1_*"))
+    trained = load(choose(run).path)
+    ids = trained.tokenizer.encode(TEXT).ids[: trained.model.config.block_size]  # to_tokens cuts a text to it too
+    for given in (run, run / LAST, str(run)):
+        opened = lens.open_run(given)
+        assert opened.to_tokens(TEXT)[0].tolist() == ids
+        with torch.no_grad():
+            assert (opened(TEXT)[0] - trained.model(torch.tensor([ids]))[0]).abs().max() < 1e-5
+
+
+@pytest.mark.slow
+def test_a_run_with_no_checkpoint_to_read_is_refused_in_one_line(leak_sweep, tmp_path, lens):
+    """The documented snippet's AttributeError cases: a run whose checkpoints are both damaged, a folder with none, a
+    path that is not there."""
+    from test_viewer import damage
+
+    run = tmp_path / "run"
+    shutil.copytree(next(leak_sweep.glob("1_*")), run)
+    damage(run / BEST)
+    damage(run / LAST)
+    (tmp_path / "empty").mkdir()
+    for given, line in [
+        (run, rf"^run={run}: {run / BEST}: damaged \(.*\); {run / LAST}: damaged \(.*\)$"),
+        (tmp_path / "empty", rf"^run={tmp_path / 'empty'}: no checkpoint \(best.pt or last.pt\) in it$"),
+        (tmp_path / "nowhere", rf"^run={tmp_path / 'nowhere'}: no such run directory or checkpoint file$"),
+    ]:
+        with pytest.raises(lens.Refused, match=line) as refused:
+            lens.open_run(given)
+        assert refused.value._render_traceback_() == [str(refused.value)]

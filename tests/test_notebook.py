@@ -116,11 +116,11 @@ def test_a_bad_setting_and_a_second_sweep_into_the_firsts_directory_end_the_cell
     ]
 
 
-def interrupt_once_saved(client, checkpoint: Path) -> None:
+def interrupt_once_saved(client, directory: Path, checkpoint: str = "last.pt") -> None:
     """The kernel interrupt of JupyterLab's ■ (jupyter_client's: SIGINT to the kernel's process group), once the run
-    has written `checkpoint`."""
+    has written `checkpoint` (a pattern) in `directory`."""
     deadline = time.monotonic() + CELL_SECONDS
-    while not checkpoint.exists() and time.monotonic() < deadline:
+    while not any(directory.glob(checkpoint)) and time.monotonic() < deadline:
         time.sleep(0.1)
     os.killpg(os.getpgid(client.km.provisioner.process.pid), signal.SIGINT)
 
@@ -133,7 +133,7 @@ def test_a_kernel_interrupt_stops_a_run_with_its_checkpoint_and_says_how_to_resu
 
     client, _ = lesson
     run_dir = tmp_path / "stopped"
-    interrupter = threading.Thread(target=interrupt_once_saved, args=(client, run_dir / "last.pt"))
+    interrupter = threading.Thread(target=interrupt_once_saved, args=(client, run_dir))
     interrupter.start()
     try:
         cell = run_cell(client, f'lab.train(*size.overrides, "trainer.max_steps=100000", "hydra.run.dir={run_dir}")')
@@ -148,3 +148,95 @@ def test_a_kernel_interrupt_stops_a_run_with_its_checkpoint_and_says_how_to_resu
         f"Resume with: python train.py trainer.resume={run_dir}\n"
     )
     assert error_lines(cell) == ["the run stopped (exit status 130), as the line above says"]
+
+
+def test_the_notebook_tells_students_to_type_the_blank_the_task_reads_and_names_the_one_it_draws():
+    import re
+
+    from task.fill_blank import BLANK_LABEL, MARKER
+
+    text = LESSON.with_suffix(".py").read_text()
+    assert re.findall(r"type `(.+?)` for a blank \(the panel draws it as (.)\)", text) == [(MARKER, BLANK_LABEL)]
+
+
+def test_overrides_passed_as_a_list_or_a_tuple_are_refused_in_one_line_that_says_how_to_pass_them():
+    import lab
+
+    for given in (["trainer.max_steps=1"], ("trainer.max_steps=1", "model.d_k=16")):
+        with pytest.raises(lab.RunFailed) as refused:
+            lab.train("model.d_k=16", given)
+        line = str(refused.value)
+        assert line.startswith(f"lab.train takes each override as a string of its own, not a {type(given).__name__} (")
+        assert "lab.train(*overrides)" in line and refused.value._render_traceback_() == [line]
+
+
+def test_an_interrupt_before_a_run_starts_ends_the_cell_in_one_line(monkeypatch):
+    import lab
+
+    def interrupted(overrides):  # where Hydra composes the settings, the run's first 0.1 s
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(lab, "where", interrupted)
+    with pytest.raises(lab.RunFailed, match=r"^interrupted before the run started; run the cell again$"):
+        lab.train("+experiment=leak")
+
+
+def test_an_interrupt_while_lab_loads_its_modules_waits_for_them_then_ends_in_one_line():
+    import lab
+
+    loaded = False
+    with pytest.raises(lab.RunFailed, match=r"^import lab: interrupted while it loaded its modules, which it fin"):
+        with lab.interrupts_wait("import lab"):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.1)  # the signal's handler runs here, in the main thread, and raises nothing
+            loaded = True
+    assert loaded and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    body = ast.parse((ROOT / "lab.py").read_text()).body
+    [guarded] = [node for node in body if isinstance(node, ast.With)]
+    imported = {alias.name.split(".")[0] for node in guarded.body for alias in node.names if node.names}
+    modules = {node.module.split(".")[0] for node in guarded.body if isinstance(node, ast.ImportFrom)}
+    assert {"torch", "hydra", "train", "trainer"} <= imported | modules  # the imports that take seconds
+
+
+@pytest.mark.slow
+def test_an_interrupted_sweep_says_how_to_finish_it_and_the_cells_that_read_it_say_it_is_unfinished(lesson, tmp_path):
+    """The leak sweep stopped in its first job: the cell says how to finish it in the notebook's own call, a cell that
+    reads it refuses it in one line, and the call it gave finishes it (400 steps a job: the stop comes mid-job)."""
+    client, _ = lesson
+    sweep = tmp_path / "leak"
+    interrupter = threading.Thread(target=interrupt_once_saved, args=(client, sweep, "0_*/last.pt"))
+    interrupter.start()
+    try:
+        settings = f'*size.overrides, "trainer.max_steps=400", "hydra.sweep.dir={sweep}"'
+        cell = run_cell(client, f'stopped = lab.train("+experiment=leak", {settings})')
+    finally:
+        interrupter.join()
+    finish = (
+        f'lab.train("+experiment=leak", "+notebook=test", "trainer.max_steps=400", "hydra.sweep.dir={sweep}", '
+        '"trainer.resume=auto")'
+    )
+    stderr = "".join(output.text for output in cell.outputs if output.get("name") == "stderr")
+    assert stderr.endswith(f"the sweep stopped before its end; finish it with {finish}\n")
+    assert all(output.output_type != "error" for output in cell.outputs)
+    unfinished = f"{sweep}: the sweep is unfinished; finish it with {finish}"
+    assert error_lines(run_cell(client, 'lab.summary(stopped, "val/loss")')) == [unfinished]
+    assert error_lines(run_cell(client, "AttentionPanel(lab.finished(stopped))")) == [unfinished]
+    finished = run_cell(client, finish)
+    assert all(output.output_type != "error" for output in finished.outputs), finished.outputs
+    shown = run_cell(client, 'display(*lab.summary(stopped, "val/loss", "val/loss_causal"))')
+    [table] = [output.data["text/markdown"] for output in shown.outputs if "text/markdown" in output.get("data", {})]
+    assert table.splitlines()[:2] == ["| run | val/loss | val/loss_causal |", "|---|---|---|"]
+    assert [line.split(" | ")[0] for line in table.splitlines()[2:]] == ["| model.causal=True", "| model.causal=False"]
+
+
+@pytest.mark.slow
+def test_transformer_lens_refuses_in_one_line_in_a_kernel(lesson):
+    """A run TransformerLens cannot represent (the encoder's, trained with QK-norm) and a path with no run."""
+    client, _ = lesson
+    run_cell(client, "from viewer.lens import open_run")
+    assert error_lines(run_cell(client, 'open_run(next(encoder.glob("*b_both_sides*")))')) == [
+        "model.qk_norm=True: TransformerLens's native attention has no norm of q and k"
+    ]
+    assert error_lines(run_cell(client, 'open_run("nowhere")')) == [
+        "run=nowhere: no such run directory or checkpoint file"
+    ]

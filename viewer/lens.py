@@ -1,30 +1,57 @@
 """A TinyLM opened in TransformerLens (tinylm's optional extra: pip install -e ".[lens]"), so that its caches, hooks
-and patching read a tinylm run: `transformer_lens_model`.
+and patching read a tinylm run: a run's directory or checkpoint in one call (`open_run`), or any TinyLM
+(`transformer_lens_model`).
 
 TransformerLens 4 removed HookedTransformer; a model of one's own goes through its TL-native model
 (`TransformerBridge.boot_native`), built offline, into which the TinyLM's weights are copied. Only the model's config,
-state_dict and LayerNorm eps are read. What TransformerLens cannot compute as tinylm does is refused, each setting named
-(`lens_problems`).
+state_dict and LayerNorm eps are read. The run's tokenizer goes with it, wrapped as the HuggingFace tokenizer
+TransformerLens takes (`PreTrainedTokenizerFast` around the `tokenizers` one), so that `to_tokens`, `to_str_tokens`
+and `generate` work. What TransformerLens cannot compute as tinylm does is refused, each setting named
+(`lens_problems`), and so is a run with no checkpoint to read: one line, which a notebook shows alone (`Refused`).
 """
 
 import math
+from pathlib import Path
 
 import torch
+from tokenizers import Tokenizer
 from torch import Tensor
 
 from model.attention import mask_value
 from model.config import Mixer, ModelConfig
 from model.tinylm import TinyLM
+from trainer.checkpoint import CheckpointError
 from trainer.config import ConfigError
+from viewer.checkpoints import load, named_checkpoint
 
 try:
     from transformer_lens.config import TransformerBridgeConfig
     from transformer_lens.model_bridge import TransformerBridge
     from transformer_lens.model_bridge.generalized_components import NormalizationBridge
+    from transformers import PreTrainedTokenizerFast
 except ModuleNotFoundError as missing:
     raise ModuleNotFoundError(
         f'{missing}: TransformerLens is tinylm\'s optional extra: pip install -e ".[lens]"'
     ) from missing
+
+
+class Refused(ConfigError):
+    """A run or model TransformerLens cannot open as tinylm computes it, in one line naming why; IPython shows the
+    line alone, as it does lab.RunFailed's, instead of a traceback."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [str(self)]
+
+
+def open_run(run: str | Path) -> TransformerBridge:
+    """The model of a run's directory (its best.pt, else its last.pt, the first whole one) or of a checkpoint file,
+    opened in TransformerLens with its tokenizer; a Refused line where there is none to read or TransformerLens cannot
+    represent it."""
+    try:
+        checkpoint = load(named_checkpoint(str(run), "run").path)
+    except CheckpointError as error:
+        raise Refused(str(error)) from None
+    return transformer_lens_model(checkpoint.model, checkpoint.tokenizer)
 
 
 def lens_problems(config: ModelConfig) -> list[str]:
@@ -43,14 +70,16 @@ def lens_problems(config: ModelConfig) -> list[str]:
     return problems
 
 
-def transformer_lens_model(model: TinyLM) -> TransformerBridge:
+def transformer_lens_model(model: TinyLM, tokenizer: Tokenizer | None = None) -> TransformerBridge:
     """`model` as TransformerLens's native model, in eval mode on the model's device, with the same logits: the same
-    weights, zero biases where tinylm has none. A ConfigError names each setting it cannot represent."""
+    weights, zero biases where tinylm has none; with `tokenizer`, the one it was trained with, its text calls work.
+    A Refused line names each setting it cannot represent."""
     problems = lens_problems(model.config)
     if problems:
-        raise ConfigError("; ".join(problems))
+        raise Refused("; ".join(problems))
     own = model.state_dict()
-    bridge = TransformerBridge.boot_native(lens_config(model), device=own["lm_head.weight"].device)
+    device = own["lm_head.weight"].device
+    bridge = TransformerBridge.boot_native(lens_config(model), tokenizer=wrapped(tokenizer), device=device)
     weights = {
         "embed.weight": own["token_embedding.weight"],
         "pos_embed.weight": own["position_embedding.weight"],
@@ -64,6 +93,15 @@ def transformer_lens_model(model: TinyLM) -> TransformerBridge:
     bridge.load_state_dict(weights, strict=True)
     compute_as_tinylm(bridge, model.config)
     return bridge.eval()
+
+
+def wrapped(tokenizer: Tokenizer | None) -> PreTrainedTokenizerFast | None:
+    """tinylm's tokenizer as the HuggingFace one TransformerLens takes. Its padding, where texts of several lengths
+    are tokenized together, is the token of id 0; TransformerLens adds an end-of-text token after tinylm's vocabulary,
+    which the model never predicts, so generation runs its whole length."""
+    if tokenizer is None:
+        return None
+    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, pad_token=tokenizer.id_to_token(0))
 
 
 def lens_config(model: TinyLM) -> TransformerBridgeConfig:
@@ -85,6 +123,7 @@ def lens_config(model: TinyLM) -> TransformerBridgeConfig:
         use_attn_scale=config.scale,
         attn_scores_soft_cap=config.softcap if config.softcap else -1.0,  # -1: no cap
         seed=0,  # its own random init, overwritten, leaves the caller's random stream as it was
+        default_prepend_bos=False,  # tinylm reads a text as it is: no beginning-of-text token before it
     )
 
 
