@@ -12,6 +12,7 @@ answered in the page from the weights of the steps chosen (viewer/page.py's data
 page cannot represent is left out in one line that names it and why ([Page](docs/page.md)).
 """
 
+import python_version  # noqa: F401 (first: an older Python is refused in one line, python_version.py)
 import trainer.startup  # noqa: F401 (first of all: a Ctrl-C while torch loads ends in one line, trainer/startup.py)
 
 # isort: split
