@@ -112,6 +112,9 @@ def trace_json(reading: Reading, layer: int) -> dict:
         "block_size": reading.block_size,
         "tokens": reading.labels,
         "note": cut_note(reading),
+        "hidden": hidden_keys(reading),
+        "targets_ahead": reading.task.targets_ahead,
+        "mask_note": mask_note(reading),
         "raw": numbers(trace.raw),
         "fed": numbers(trace.fed),
         "weights": numbers(trace.weights),
@@ -119,6 +122,26 @@ def trace_json(reading: Reading, layer: int) -> dict:
         "saturated": SATURATED,
         "verdicts": [verdict(reading, layer, i) for i in range(len(reading.ids))],
     }
+
+
+def hidden_keys(reading: Reading) -> list[list[int]]:
+    """Per query i, the key positions j the task's mask hides from it (Reading.hidden), the mask the run was trained
+    with where `causal` says it applies it; where it does not, the keys a leak reads."""
+    return [row.nonzero().flatten().tolist() for row in reading.hidden]
+
+
+def mask_note(reading: Reading) -> str:
+    """Where the prefix of the task's mask ends, in one line ("" for a mask without one): a prefix LM's."""
+    mask, length = reading.task.mask, len(reading.ids)
+    if mask.triangle:
+        return ""
+    if length <= mask.prefix:
+        return f"the text's {length} tokens lie inside the prefix of {mask.prefix}: each reads every other both ways"
+    last = mask.prefix - 1
+    return (
+        f"the prefix ends at token {last}: tokens 0 to {last} read each other both ways, "
+        "each later one reads up to itself"
+    )
 
 
 def generate(logdir: Path | None, request: object) -> dict:
