@@ -16,7 +16,17 @@ import torch
 from attention_browser import CHROMIUM
 from hypothesis import assume, event, example, given
 from hypothesis import strategies as st
-from page_engine import LOGITS, ask, assert_same, engine_page, give, largest_difference, random_run, served
+from page_engine import (
+    LOGITS,
+    ask,
+    assert_same,
+    engine_page,
+    give,
+    largest_difference,
+    prefix_lm,
+    random_run,
+    served,
+)
 from test_attention_page import PROBABILITIES
 from test_properties import ANY_JSON, examples
 
@@ -69,12 +79,6 @@ JSON_VALUES = ANY_JSON.filter(is_json)
 
 def state_of(run_dir: Path) -> dict:
     return torch.load(run_dir / LAST, weights_only=True)
-
-
-def prefix_lm(state: dict) -> dict:
-    """A next-token run's checkpoint state made a prefix LM's (task=prefix_lm), its prefix half of a window."""
-    config = state["config"] | {"task": state["config"]["task"] | {"name": "prefix_lm", "prefix_share": 0.5}}
-    return state | {"config": config}
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,7 @@ const BLUES = ["#f7fbff", "#deebf7", "#c6dbef", "#9ecae1", "#6baed6", "#4292c6",
 // matplotlib's "YlOrRd" for a token's loss in nats: pale where the model expected the next token, dark red where it
 // was surprised; a different map from the weights' so that the two are never read for each other.
 const YLORRD = ["#ffffcc", "#ffeda0", "#fed976", "#feb24c", "#fd8d3c", "#fc4e2a", "#e31a1c", "#bd0026", "#800026"];
-const FUTURE = "rgba(255, 127, 14, 0.6)"; // tab:orange hatching, j > i
+const HIDDEN = "rgba(255, 127, 14, 0.6)"; // tab:orange hatching, the keys the task's mask hides
 const DIAGONAL = "#d62728"; // tab:red, dashed, j = i
 const WIDGET_CLASS = "tinylm-attention"; // widget.py scopes style.css to it
 const TYPING_PAUSE_MS = 120; // a request when typing (or dragging the step selector) pauses this long
@@ -508,7 +508,7 @@ function switches(answer) {
   const oneHot = answer.stats.max_weight.filter((weight) => weight > answer.saturated).length;
   parts.push(`${oneHot} of ${answer.tokens.length} rows one-hot (largest weight above ${answer.saturated})`);
   const lines = [message("meta", parts.join(" · "))];
-  for (const note of [answer.run_note, answer.note]) if (note) lines.push(message("note", note));
+  for (const note of [answer.run_note, answer.note, answer.mask_note]) if (note) lines.push(message("note", note));
   return lines;
 }
 
@@ -569,7 +569,7 @@ function attentionView(panel) {
       piece.style.background = blues(row[j]);
       piece.style.color = row[j] > 0.5 ? "#fff" : "#111";
       piece.classList.toggle("query", j === i);
-      piece.classList.toggle("future", j > i && leaks(answer));
+      piece.classList.toggle("future", leaks(answer, i, j));
       piece.title = `a[${i},${j}] = ${row[j].toFixed(3)}`;
     });
     cellLine.textContent = cellWords(answer, map.cell, at);
@@ -592,10 +592,15 @@ function sides(answer, i) {
   return `${left[i].toFixed(3)} on the left, ${itself.toFixed(3)} on itself, ${right[i].toFixed(3)} on the right`;
 }
 
-// Whether the keys after a query are the leak a next-token run reads without the mask; for a run that fills blanks
-// they are the blank's right side, which it may read.
-function leaks(answer) {
-  return !answer.causal && !fillsBlanks(answer);
+// Whether key j is hidden from query i by the task's mask (answers.py's `hidden`: per query, the keys it hides).
+function hidden(answer, i, j) {
+  return answer.hidden[i].includes(j);
+}
+
+// Whether key j is a leak for query i: hidden by the task's mask, which this run does not apply, where the targets
+// lie ahead (for a run that fills blanks the keys after a query are the blank's right side, which it may read).
+function leaks(answer, i, j) {
+  return !answer.causal && answer.targets_ahead && hidden(answer, i, j);
 }
 
 function cellWords(answer, cell, at) {
@@ -665,7 +670,7 @@ function drawHeatmap(context, layout, answer, query, pointed) {
       context.fillRect(left + j * cell, top + i * cell, cell, cell);
     }
   }
-  if (!fillsBlanks(answer)) drawFuture(context, layout); // where the targets lie ahead, as attn/pattern hatches it
+  if (answer.targets_ahead) drawHidden(context, layout, answer.hidden); // as attn/pattern hatches them
   context.save();
   context.strokeStyle = DIAGONAL;
   context.setLineDash([4, 3]);
@@ -684,19 +689,16 @@ function drawHeatmap(context, layout, answer, query, pointed) {
   }
 }
 
-// The future, j > i: the staircase above the diagonal, hatched as in the Images tab.
-function drawFuture(context, { size, cell, left, top }) {
+// The keys the task's mask hides, each query's row of them (the causal triangle's staircase above the diagonal, a
+// prefix LM's after its prefix), hatched as in the Images tab.
+function drawHidden(context, { size, cell, left, top }, hiddenKeys) {
   context.save();
   context.beginPath();
-  context.moveTo(left + cell, top);
-  for (let i = 0; i < size; i++) {
-    context.lineTo(left + (i + 1) * cell, top + i * cell);
-    context.lineTo(left + (i + 1) * cell, top + (i + 1) * cell);
-  }
-  context.lineTo(left + size * cell, top);
-  context.closePath();
+  hiddenKeys.forEach((keys, i) => {
+    for (const j of keys) context.rect(left + j * cell, top + i * cell, cell, cell);
+  });
   context.clip();
-  context.strokeStyle = FUTURE;
+  context.strokeStyle = HIDDEN;
   context.lineWidth = 1;
   context.beginPath();
   for (let offset = -size * cell; offset < size * cell; offset += 6) {
@@ -1025,16 +1027,33 @@ function stepsView() {
     fold.title.replaceChildren(...lessonSteps(answer, i));
     const row = answer.weights[i];
     const largest = row.indexOf(Math.max(...row));
-    const keys = answer.causal ? i + 1 : answer.tokens.length;
-    const lines = Array.from({ length: keys }, (_, j) => keyRow(answer, i, j, j === largest));
-    if (keys < answer.tokens.length) {
-      const rest = `j = ${i + 1} to ${answer.tokens.length - 1}: masked (j > i), weight exactly 0`;
+    const masked = answer.causal ? answer.hidden[i] : [];
+    const keys = answer.tokens.flatMap((_, j) => (masked.includes(j) ? [] : [j]));
+    const lines = keys.map((j) => keyRow(answer, i, j, j === largest));
+    if (masked.length) {
+      const rest = `j = ${spans(masked)}: masked${afterQuery(masked, i, answer) ? " (j > i)" : ""}, weight exactly 0`;
       lines.push(h("tr", { class: "masked" }, h("td", { colspan: 6 }, rest)));
     }
     table.replaceChildren(stepsHead(answer), h("tbody", {}, ...lines));
-    scroller.scrollTop = Math.max(0, (lines[largest]?.offsetTop ?? 0) - scroller.clientHeight / 2);
+    scroller.scrollTop = Math.max(0, (lines[keys.indexOf(largest)]?.offsetTop ?? 0) - scroller.clientHeight / 2);
   };
   return { show: () => [fold.details], point };
+}
+
+// Key positions in ascending order as runs: "4 to 12", "3, 5 to 9".
+function spans(keys) {
+  const runs = [];
+  for (const j of keys) {
+    const last = runs[runs.length - 1];
+    if (last && last[1] === j - 1) last[1] = j;
+    else runs.push([j, j]);
+  }
+  return runs.map(([first, end]) => (first === end ? `${first}` : `${first} to ${end}`)).join(", ");
+}
+
+// Whether the keys masked from query i are exactly those after it, the causal triangle's row.
+function afterQuery(masked, i, answer) {
+  return masked.length === answer.tokens.length - 1 - i && masked.every((j) => j > i);
 }
 
 function lessonSteps(answer, i) {
@@ -1062,7 +1081,7 @@ function keyRow(answer, i, j, largest) {
   const weight = answer.weights[i][j];
   const bar = span("bar", "");
   Object.assign(bar.style, { width: `${(weight * 60).toFixed(1)}px`, background: blues(0.35 + weight * 0.65) });
-  const mark = h("td", { class: "mark" }, bar, ...(j > i && leaks(answer) ? [span("future", "future")] : []));
+  const mark = h("td", { class: "mark" }, bar, ...(leaks(answer, i, j) ? [span("future", "future")] : []));
   const cells = [
     h("td", { class: "j" }, j),
     h("td", { class: "token" }, answer.tokens[j]),
