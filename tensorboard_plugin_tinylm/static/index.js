@@ -1,9 +1,10 @@
-// The Attention tab. TensorBoard loads this module into the tab's iframe and calls render(). Routes are relative to
-// the iframe's base, /data/plugin/tinylm_attention/: ./runs lists the runs, ./attention answers one run's weights,
-// losses and predictions at one step, ./generate continues the text (or fills its blanks, for a run that fills
-// blanks); tensorboard_plugin_tinylm/answers.py's runs(), attention() and generate() build every field this page
-// reads. Plain JavaScript in one file with no imports, no build step, nothing fetched from elsewhere; the routes are
-// asked in one function (askServer) and the tab is drawn into the element render() is given.
+// The Attention tab. TensorBoard loads this module into the tab's iframe and calls render() (plugin.py exports it by
+// name there; the module's own export is its default, { render }). Routes are relative to the iframe's base,
+// /data/plugin/tinylm_attention/: ./runs lists the runs, ./attention answers one run's weights, losses and
+// predictions at one step, ./generate continues the text (or fills its blanks, for a run that fills blanks);
+// tensorboard_plugin_tinylm/answers.py's runs(), attention() and generate() build every field this page reads.
+// Plain JavaScript in one file with no imports, no build step, nothing fetched from elsewhere; the routes are asked
+// in one function (askServer) and the tab is drawn into the element render() is given.
 //
 // The same module draws the panel in a notebook: anywidget (tensorboard_plugin_tinylm/widget.py) imports it and calls
 // render({model, el}); the routes then go to the kernel as the widget's messages (askKernel), not to a server.
@@ -59,7 +60,7 @@ const NOT_A_LIKELIHOOD =
 // tab drawn into it. anywidget passes the widget's model too: the panel asks the kernel, in an element of the
 // widget's class, which its stylesheet (style.css inside that class) styles; what it returns ends the panel. A host
 // that passes `ask` answers the routes itself, as askServer's callers expect, and brings the stylesheet.
-export async function render({ model, ask, el = document.body } = {}) {
+async function render({ model, ask, el = document.body } = {}) {
   if (ask) {
     await openTab(el, ask);
     return undefined;
@@ -79,7 +80,8 @@ export async function render({ model, ask, el = document.body } = {}) {
   };
 }
 
-// anywidget's entry (0.9 on): the module's default export.
+// The module's one export, anywidget's entry (0.9 on) and the exported page's (start.js); TensorBoard's loader, which
+// calls a render() exported by name, is served this module with that export added (plugin.py).
 export default { render };
 
 // How the tab asks a route: TensorBoard's server, a GET without a body, else a POST of the body as JSON. The one
