@@ -3,6 +3,7 @@ attention and predictions on a text at a step, and text it writes. Imported on t
 it computes is viewer/'s, the code attend.py and sample.py print from; static/index.js reads these fields by name."""
 
 import math
+from dataclasses import asdict
 from pathlib import Path
 
 from data.errors import DataError
@@ -87,6 +88,7 @@ def attention(logdir: Path | None, request: object) -> dict:
         "step": checkpoint.step,
         "task": task.name,  # what it was trained to predict: next_token, fill_blank
         "continues_text": task.continues_text,
+        "words": asdict(task.words),  # how the panel speaks of the task's predictions (task/base.py's Words)
         "blanks": [i for i, token in enumerate(reading.ids) if token == task.blank],  # the hidden positions
         **trace_json(reading, layer),
         "file": relative(path, entry),

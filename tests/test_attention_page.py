@@ -438,6 +438,9 @@ def test_a_prefix_lms_heat_map_hatches_its_own_hidden_keys_and_the_panel_says_wh
     assert served_prefix["mask_note"] in panel.locator("p.note").all_inner_texts()
     assert panel.locator("table.steps tr[data-key]").count() == prefix  # query 3 reads the whole prefix
     assert panel.locator("table.steps tr.masked").inner_text() == f"j = 16 to {size - 1}: masked, weight exactly 0"
+    words = served_prefix["words"]  # the task's: the panel says what the server says of a query with nothing to score
+    assert panel.locator("p.actual").inner_text() == f"{words['missing']}: no {words['target']} to score"
+    assert panel.locator("p.cf-caption").inner_text().lower() == f"{words['no_counterfactual']}.".lower()
     point_at(frame, "prefix", 20, 0)
     assert panel.locator("table.steps tr[data-key]").count() == 21
     assert (

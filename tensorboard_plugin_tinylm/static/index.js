@@ -42,15 +42,14 @@ const TEMPERATURE_TITLE =
 const HINT =
   "Each ticked run reads the text through its checkpoint. Point at a row of a heat map (query i), or at a token " +
   "of a loss strip, to see what that query reads and predicts; click to keep it.";
-// The counterfactual looks: answers.py's name for each, and the panel's; for a run that fills blanks "masked" hides
-// the blank's right side.
+// The counterfactual looks: answers.py's name for each, and the panel's; the masked look's is the task's, which the
+// answer sends (answer.words.masked: "future masked", "right side hidden").
 const LOOKS = [
   ["trained", "as trained"],
-  ["masked", "future masked"],
+  ["masked", null],
   ["uniform", "uniform"],
   ["no_look", "no look"],
 ];
-const BLANK_LOOKS = LOOKS.map(([kind, name]) => [kind, kind === "masked" ? "right side hidden" : name]);
 // Salazar et al. 2020's pseudo-log-likelihood: the strip of a run that fills blanks, said once under it.
 const NOT_A_LIKELIHOOD =
   "Not a likelihood: each token is scored with every other token of the text visible, so these terms do not add " +
@@ -769,7 +768,7 @@ function stripsView(panel) {
 // (a token hidden by position), nothing for a token of a run that fills blanks (itself).
 function targetWords(answer, i) {
   const next = answer.strips[0].predictions[i].next; // a text cut to block_size still has one at its last position
-  if (!fillsBlanks(answer)) return next === null ? " → the text ends here" : ` → ${quote(next)}`;
+  if (!fillsBlanks(answer)) return next === null ? ` → ${answer.words.missing}` : ` → ${quote(next)}`;
   if (!answer.blanks.includes(i)) return "";
   return next === null ? " (typed: its token unknown)" : ` hides ${quote(next)}`;
 }
@@ -789,8 +788,8 @@ function lossStrip(panel, answer, strip) {
     const loss = strip.losses[i];
     if (loss === null) {
       piece.classList.add("none");
-      const why = fillsBlanks(answer) ? "typed in the text, which does not say its token" : "the text ends here";
-      piece.title = `${quote(token)}: ${why}, no ${fillsBlanks(answer) ? "hidden" : "next"} token to score`;
+      const why = fillsBlanks(answer) ? "typed in the text, which does not say its token" : answer.words.missing;
+      piece.title = `${quote(token)}: ${why}, no ${answer.words.target} to score`;
     } else {
       piece.style.background = ramp(YLORRD, loss / top);
       piece.style.color = loss / top > 0.55 ? "#fff" : "#111";
@@ -878,7 +877,7 @@ function actualToken(answer, { next, p_next: chance, loss }) {
   if (next === null) {
     return fillsBlanks(answer)
       ? "typed in the text, which does not say its token: nothing to score"
-      : "the text ends here: no next token to score";
+      : `${answer.words.missing}: no ${answer.words.target} to score`;
   }
   const target = fillsBlanks(answer) ? "hidden" : "next";
   const at = answer.temperature === 1 ? "" : " (at temperature 1)";
@@ -909,9 +908,9 @@ function counterfactualView() {
     caption.textContent = lookCaption(answer, i);
     words.textContent = look ? look.words : "";
     if (!look) return;
-    (fillsBlanks(answer) ? BLANK_LOOKS : LOOKS).forEach(([kind, name], k) => {
+    LOOKS.forEach(([kind, name], k) => {
       if (k) numbers.append(" · ");
-      const part = h("span", { class: "cf", "data-kind": kind }, span("cf-name", `${name} `));
+      const part = h("span", { class: "cf", "data-kind": kind }, span("cf-name", `${name ?? answer.words.masked} `));
       numbers.append(part);
       part.append(span("cf-p", probability(look[kind])));
     });
@@ -922,12 +921,14 @@ function counterfactualView() {
 function lookCaption(answer, i) {
   const look = answer.counterfactuals[i];
   const layer = answer.n_layer > 1 ? ` (layer ${answer.layer})` : "";
+  if (!look) {
+    const why = answer.words.no_counterfactual; // the task's: "what the look contributes needs the next token: ..."
+    return `${why[0].toUpperCase()}${why.slice(1)}.`;
+  }
   if (!fillsBlanks(answer)) {
-    if (!look) return `What the look gives query ${i}: the text ends here, so there is no next token to compare.`;
     const next = answer.strips[0].predictions[i].next;
     return `What the look gives: p(${quote(next)} next) with query ${i}'s weights, the model run again${layer}`;
   }
-  if (!look) return `What the look gives is shown for a blank: point at one (□), or hide token ${i}.`;
   const guessed = answer.strips[0].predictions[i].next === null ? ", its likeliest filling" : "";
   return (
     `What the look gives the blank at i=${i}: p(${quote(look.target)}${guessed}) with its weights ` +

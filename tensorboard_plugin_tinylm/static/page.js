@@ -64,6 +64,7 @@ function attention(engine, request) {
     step: model.step,
     task: model.task.name,
     continues_text: model.task.continues_text,
+    words: copied(model.task.words),
     blanks: reading.ids.flatMap((token, i) => (token === model.task.blank ? [i] : [])),
     ...traceJson(engine, model, reading, layer),
     file: model.file,
