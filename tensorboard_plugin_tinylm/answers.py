@@ -114,7 +114,7 @@ def trace_json(reading: Reading, layer: int) -> dict:
         "block_size": reading.block_size,
         "tokens": reading.labels,
         "note": cut_note(reading),
-        "hidden": hidden_keys(reading),
+        "hidden_keys": hidden_keys(reading),
         "targets_ahead": reading.task.targets_ahead,
         "mask_note": mask_note(reading),
         "raw": numbers(trace.raw),

@@ -473,18 +473,19 @@ def test_the_hidden_keys_are_the_runs_own_mask_a_prefix_lms_open_both_ways_insid
     text = "So foul and fair a day I have not seen."  # cut to the 32 tokens of model.block_size, a prefix of 16
     answer = answers.attention(tmp_path, {"run": "prefix", "text": text})
     size, prefix = len(answer["tokens"]), 16
-    assert answer["hidden"] == [list(range(max(i + 1, prefix), size)) for i in range(size)]
-    assert answer["hidden"][0] == answer["hidden"][prefix - 1] == list(range(prefix, size))  # the prefix both ways
-    assert answer["hidden"][prefix] == list(range(prefix + 1, size))  # the triangle after it
-    assert all(answer["weights"][i][j] == 0 for i, keys in enumerate(answer["hidden"]) for j in keys)
+    assert answer["hidden_keys"] == [list(range(max(i + 1, prefix), size)) for i in range(size)]
+    hidden = answer["hidden_keys"]
+    assert hidden[0] == hidden[prefix - 1] == list(range(prefix, size))  # the prefix both ways
+    assert answer["hidden_keys"][prefix] == list(range(prefix + 1, size))  # the triangle after it
+    assert all(answer["weights"][i][j] == 0 for i, keys in enumerate(answer["hidden_keys"]) for j in keys)
     assert answer["weights"][0][prefix - 1] > 0  # the prefix's first token reads its last
     assert answer["mask_note"] == (
         "the prefix ends at token 15: tokens 0 to 15 read each other both ways, each later one reads up to itself"
     )
     assert answer["targets_ahead"] and answer["causal"]
     short = answers.attention(tmp_path, {"run": "prefix", "text": "So foul"})
-    assert short["hidden"] == [[]] * 7
+    assert short["hidden_keys"] == [[]] * 7
     assert short["mask_note"] == "the text's 7 tokens lie inside the prefix of 16: each reads every other both ways"
     triangle = answers.attention(leak_sweep, {"run": next(leak_sweep.glob("0_*")).name, "text": TEXT})
-    assert triangle["hidden"] == [list(range(i + 1, len(TEXT))) for i in range(len(TEXT))]
+    assert triangle["hidden_keys"] == [list(range(i + 1, len(TEXT))) for i in range(len(TEXT))]
     assert triangle["mask_note"] == ""

@@ -593,15 +593,15 @@ function sides(answer, i) {
   return `${left[i].toFixed(3)} on the left, ${itself.toFixed(3)} on itself, ${right[i].toFixed(3)} on the right`;
 }
 
-// Whether key j is hidden from query i by the task's mask (answers.py's `hidden`: per query, the keys it hides).
-function hidden(answer, i, j) {
-  return answer.hidden[i].includes(j);
+// Whether key j is hidden from query i by the task's mask (answers.py's `hidden_keys`: per query, the keys it hides).
+function isHidden(answer, i, j) {
+  return answer.hidden_keys[i].includes(j);
 }
 
 // Whether key j is a leak for query i: hidden by the task's mask, which this run does not apply, where the targets
 // lie ahead (for a run that fills blanks the keys after a query are the blank's right side, which it may read).
 function leaks(answer, i, j) {
-  return !answer.causal && answer.targets_ahead && hidden(answer, i, j);
+  return !answer.causal && answer.targets_ahead && isHidden(answer, i, j);
 }
 
 function cellWords(answer, cell, at) {
@@ -671,7 +671,7 @@ function drawHeatmap(context, layout, answer, query, pointed) {
       context.fillRect(left + j * cell, top + i * cell, cell, cell);
     }
   }
-  if (answer.targets_ahead) drawHidden(context, layout, answer.hidden); // as attn/pattern hatches them
+  if (answer.targets_ahead) drawHidden(context, layout, answer.hidden_keys); // as attn/pattern hatches them
   context.save();
   context.strokeStyle = DIAGONAL;
   context.setLineDash([4, 3]);
@@ -1030,7 +1030,7 @@ function stepsView() {
     fold.title.replaceChildren(...lessonSteps(answer, i));
     const row = answer.weights[i];
     const largest = row.indexOf(Math.max(...row));
-    const masked = answer.causal ? answer.hidden[i] : [];
+    const masked = answer.causal ? answer.hidden_keys[i] : [];
     const keys = answer.tokens.flatMap((_, j) => (masked.includes(j) ? [] : [j]));
     const lines = keys.map((j) => keyRow(answer, i, j, j === largest));
     if (masked.length) {

@@ -253,7 +253,7 @@ function traceJson(engine, model, reading, layer) {
     block_size: reading.blockSize,
     tokens: reading.labels,
     note: cutNote(reading),
-    hidden: reading.ids.map((_, i) => reading.ids.flatMap((_, j) => (hides(model, i, j) ? [j] : []))),
+    hidden_keys: reading.ids.map((_, i) => reading.ids.flatMap((_, j) => (hides(model, i, j) ? [j] : []))),
     targets_ahead: targetKey(model, 0) > 0,
     mask_note: maskNote(model, reading),
     raw: matrix(traced.raw),
