@@ -3,6 +3,7 @@ attention and predictions on a text at a step, and text it writes. Imported on t
 it computes is viewer/'s, the code attend.py and sample.py print from; static/index.js reads these fields by name."""
 
 import math
+from dataclasses import asdict
 from pathlib import Path
 
 from data.errors import DataError
@@ -87,6 +88,7 @@ def attention(logdir: Path | None, request: object) -> dict:
         "step": checkpoint.step,
         "task": task.name,  # what it was trained to predict: next_token, fill_blank
         "continues_text": task.continues_text,
+        "words": asdict(task.words),  # how the panel speaks of the task's predictions (task/base.py's Words)
         "blanks": [i for i, token in enumerate(reading.ids) if token == task.blank],  # the hidden positions
         **trace_json(reading, layer),
         "file": relative(path, entry),
@@ -112,6 +114,9 @@ def trace_json(reading: Reading, layer: int) -> dict:
         "block_size": reading.block_size,
         "tokens": reading.labels,
         "note": cut_note(reading),
+        "hidden_keys": hidden_keys(reading),
+        "targets_ahead": reading.task.targets_ahead,
+        "mask_note": mask_note(reading),
         "raw": numbers(trace.raw),
         "fed": numbers(trace.fed),
         "weights": numbers(trace.weights),
@@ -119,6 +124,26 @@ def trace_json(reading: Reading, layer: int) -> dict:
         "saturated": SATURATED,
         "verdicts": [verdict(reading, layer, i) for i in range(len(reading.ids))],
     }
+
+
+def hidden_keys(reading: Reading) -> list[list[int]]:
+    """Per query i, the key positions j the task's mask hides from it (Reading.hidden), the mask the run was trained
+    with where `causal` says it applies it; where it does not, the keys a leak reads."""
+    return [row.nonzero().flatten().tolist() for row in reading.hidden]
+
+
+def mask_note(reading: Reading) -> str:
+    """Where the prefix of the task's mask ends, in one line ("" for a mask without one): a prefix LM's."""
+    mask, length = reading.task.mask, len(reading.ids)
+    if mask.triangle:
+        return ""
+    if length <= mask.prefix:
+        return f"the text's {length} tokens lie inside the prefix of {mask.prefix}: each reads every other both ways"
+    last = mask.prefix - 1
+    return (
+        f"the prefix ends at token {last}: tokens 0 to {last} read each other both ways, "
+        "each later one reads up to itself"
+    )
 
 
 def generate(logdir: Path | None, request: object) -> dict:

@@ -19,6 +19,10 @@ from tensorboard_plugin_tinylm.sources import SourcesMissing, use_sources
 STATIC = Path(__file__).parent / "static"
 MAX_BODY = 1 << 20  # bytes: a text of 100,000 characters fits, several times over
 READS, POSTS = ("GET", "HEAD"), ("POST",)  # the methods a route serves: a page's files and the listing; the forms
+# TensorBoard's loader imports the tab's module and calls the render() it exports by name; index.js exports only its
+# default, { render }, the form anywidget reads (it warns of a module that exports render by name), so the module
+# TensorBoard is served ends with that name exported too.
+TENSORBOARDS_ENTRY = b"\nexport { render };\n"
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +41,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
 
     def get_plugin_apps(self) -> dict:
         routes = {
-            "/index.js": (READS, self.static_file("index.js", "text/javascript")),
+            "/index.js": (READS, self.static_file("index.js", "text/javascript", TENSORBOARDS_ENTRY)),
             "/style.css": (READS, self.static_file("style.css", "text/css")),
             "/runs": (READS, self.serve_runs),
             "/attention": (POSTS, self.serve_post("attention")),
@@ -60,10 +64,10 @@ class AttentionPlugin(base_plugin.TBPlugin):
         return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name="Attention", disable_reload=True)
 
     @staticmethod
-    def static_file(name: str, content_type: str):
+    def static_file(name: str, content_type: str, ending: bytes = b""):
         @wrappers.Request.application
         def serve(request: wrappers.Request) -> Response:
-            return Response((STATIC / name).read_bytes(), content_type=content_type)
+            return Response((STATIC / name).read_bytes() + ending, content_type=content_type)
 
         return serve
 

@@ -132,5 +132,11 @@ def random_run(root: Path, name: str, state: dict, seed: int, **model) -> Path:
     return run_dir
 
 
+def prefix_lm(state: dict) -> dict:
+    """A next-token run's checkpoint state made a prefix LM's (task=prefix_lm), its prefix half of a window."""
+    config = state["config"] | {"task": state["config"]["task"] | {"name": "prefix_lm", "prefix_share": 0.5}}
+    return state | {"config": config}
+
+
 def largest_difference(expected: list[list[float]], got: list[list[float]]) -> float:
     return max((abs(a - b) for row, other in zip(expected, got) for a, b in zip(row, other)), default=math.inf)

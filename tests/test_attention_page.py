@@ -25,8 +25,10 @@ from attention_browser import (
     type_text,
     wait_for_panels,
 )
+from page_engine import prefix_lm, random_run
 
 from conftest import cli
+from trainer.checkpoint import load_checkpoint
 from viewer.predictions import probability
 
 pytestmark = pytest.mark.slow
@@ -382,6 +384,73 @@ def test_showing_the_hidden_token_again_and_moving_the_step_selector_redraw_the_
 
 def test_the_blank_page_threw_nothing(blank_tab):
     assert BLANK_PAGE_ERRORS == []
+
+
+PREFIX_TEXT = "So foul and fair a day I have not seen."  # cut to model.block_size=32: a prefix of 16, then 16
+PREFIX_PAGE_ERRORS: list[str] = []
+# Which cells of a heat map are hatched, read from the canvas's pixels: the hatching's orange is redder than it is
+# blue, which no colour of the Blues map is; each cell is read inside a margin, off the outlines and the diagonal.
+HATCHED = """(canvas) => {
+  const ratio = canvas.width / parseFloat(canvas.style.width);
+  const [left, top, cell, size] = ["left", "top", "cell", "size"].map((key) => Number(canvas.dataset[key]));
+  const context = canvas.getContext("2d");
+  const margin = 4;
+  return Array.from({ length: size }, (_, i) =>
+    Array.from({ length: size }, (_, j) => {
+      const [x, y, side] = [left + j * cell + margin, top + i * cell + margin, cell - 2 * margin].map((v) => v * ratio);
+      const { data } = context.getImageData(x, y, side, side);
+      for (let k = 0; k < data.length; k += 4) if (data[k] - data[k + 2] > 40) return true;
+      return false;
+    }),
+  );
+}"""
+
+
+@pytest.fixture(scope="module")
+def prefix_tab(tab, leak_sweep, tmp_path_factory):
+    """The tab in a second page, on a prefix LM of random weights (task=prefix_lm, task.prefix_share=0.5) made from
+    the masked job's checkpoint."""
+    page, _, _ = tab
+    logdir = tmp_path_factory.mktemp("prefix-runs")
+    random_run(logdir, "prefix", prefix_lm(load_checkpoint(next(leak_sweep.glob("0_*")) / "last.pt")), 0)
+    with tensorboard(logdir, tmp_path_factory.mktemp("tensorboard-prefix") / "tensorboard.log") as url:
+        second = page.context.browser.new_page(viewport={"width": WIDTH, "height": 900})
+        second.on("pageerror", lambda error: PREFIX_PAGE_ERRORS.append(f"{error.name}: {error.message}"))
+        try:
+            frame = open_tab(second, url)
+            type_text(frame, PREFIX_TEXT)
+            yield frame, url
+        finally:
+            second.close()
+
+
+def test_a_prefix_lms_heat_map_hatches_its_own_hidden_keys_and_the_panel_says_where_the_prefix_ends(prefix_tab):
+    frame, url = prefix_tab
+    served_prefix = served_attention(url, "prefix", text=PREFIX_TEXT)
+    size, prefix = len(served_prefix["tokens"]), 16
+    point_at(frame, "prefix", 3, 0)
+    panel = panel_of(frame, "prefix")
+    hatched = panel.locator("canvas.heatmap").evaluate(HATCHED)
+    expected = [[j > i and j >= prefix for j in range(size)] for i in range(size)]  # the prefix both ways, then j > i
+    assert [[cell for j, cell in enumerate(row) if j != i] for i, row in enumerate(hatched)] == [
+        [cell for j, cell in enumerate(row) if j != i] for i, row in enumerate(expected)
+    ]
+    assert served_prefix["mask_note"] in panel.locator("p.note").all_inner_texts()
+    assert panel.locator("table.steps tr[data-key]").count() == prefix  # query 3 reads the whole prefix
+    assert panel.locator("table.steps tr.masked").inner_text() == f"j = 16 to {size - 1}: masked, weight exactly 0"
+    words = served_prefix["words"]  # the task's: the panel says what the server says of a query with nothing to score
+    assert panel.locator("p.actual").inner_text() == f"{words['missing']}: no {words['target']} to score"
+    assert panel.locator("p.cf-caption").inner_text().lower() == f"{words['no_counterfactual']}.".lower()
+    point_at(frame, "prefix", 20, 0)
+    assert panel.locator("table.steps tr[data-key]").count() == 21
+    assert (
+        panel.locator("table.steps tr.masked").inner_text() == f"j = 21 to {size - 1}: masked (j > i), weight exactly 0"
+    )
+    assert panel.locator(".future").count() == 0  # the mask is applied: no key it hides is read
+
+
+def test_the_prefix_page_threw_nothing(prefix_tab):
+    assert PREFIX_PAGE_ERRORS == []
 
 
 def served(url: str, route: str, body: dict | None = None) -> dict:

@@ -15,6 +15,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from attention_browser import tensorboard
+from page_engine import prefix_lm, random_run
 
 from conftest import ROOT, cli
 from model import TinyLM, attention
@@ -98,10 +99,10 @@ def test_tensorboard_lists_the_tab_as_enabled(plugin_url):
     listing = get(plugin_url.replace("plugin/tinylm_attention/", "plugins_listing"))
     assert listing["tinylm_attention"]["enabled"] and listing["tinylm_attention"]["tab_name"] == "Attention"
     module = urllib.request.urlopen(plugin_url + "index.js", timeout=30)
-    assert (
-        module.headers["Content-Type"].startswith("text/javascript")
-        and b"export async function render" in module.read()
-    )
+    served = module.read()  # TensorBoard's loader calls the render() the module exports by name
+    assert module.headers["Content-Type"].startswith("text/javascript") and served.endswith(b"export { render };\n")
+    source = (ROOT / "tensorboard_plugin_tinylm" / "static" / "index.js").read_bytes()
+    assert b"export { render }" not in source and b"export default { render };" in source  # anywidget's form alone
 
 
 @pytest.mark.slow
@@ -461,3 +462,30 @@ def test_without_the_repository_beside_it_the_tab_says_so_in_one_line(tmp_path):
     active, status, body = result.stdout.split(" ", 2)
     assert (active, status) == ("True", "400"), result.stderr  # shown, to say what is missing
     assert json.loads(body)["error"].startswith(f"tinylm's sources are not beside this plugin ({tmp_path} has no")
+
+
+@pytest.mark.slow
+def test_the_hidden_keys_are_the_runs_own_mask_a_prefix_lms_open_both_ways_inside_its_prefix(leak_sweep, tmp_path):
+    from tensorboard_plugin_tinylm import answers
+
+    state = load_checkpoint(next(leak_sweep.glob("0_*")) / "last.pt")
+    random_run(tmp_path, "prefix", prefix_lm(state), 0)
+    text = "So foul and fair a day I have not seen."  # cut to the 32 tokens of model.block_size, a prefix of 16
+    answer = answers.attention(tmp_path, {"run": "prefix", "text": text})
+    size, prefix = len(answer["tokens"]), 16
+    assert answer["hidden_keys"] == [list(range(max(i + 1, prefix), size)) for i in range(size)]
+    hidden = answer["hidden_keys"]
+    assert hidden[0] == hidden[prefix - 1] == list(range(prefix, size))  # the prefix both ways
+    assert answer["hidden_keys"][prefix] == list(range(prefix + 1, size))  # the triangle after it
+    assert all(answer["weights"][i][j] == 0 for i, keys in enumerate(answer["hidden_keys"]) for j in keys)
+    assert answer["weights"][0][prefix - 1] > 0  # the prefix's first token reads its last
+    assert answer["mask_note"] == (
+        "the prefix ends at token 15: tokens 0 to 15 read each other both ways, each later one reads up to itself"
+    )
+    assert answer["targets_ahead"] and answer["causal"]
+    short = answers.attention(tmp_path, {"run": "prefix", "text": "So foul"})
+    assert short["hidden_keys"] == [[]] * 7
+    assert short["mask_note"] == "the text's 7 tokens lie inside the prefix of 16: each reads every other both ways"
+    triangle = answers.attention(leak_sweep, {"run": next(leak_sweep.glob("0_*")).name, "text": TEXT})
+    assert triangle["hidden_keys"] == [list(range(i + 1, len(TEXT))) for i in range(len(TEXT))]
+    assert triangle["mask_note"] == ""

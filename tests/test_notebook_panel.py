@@ -30,6 +30,7 @@ def test_the_panel_in_jupyterlab_redraws_as_typed_and_predicts_what_attend_py_pr
     errors = []
     with jupyter_lab(tmp_path, tmp_path / "lab.log") as url, browser_page() as page:
         page.on("pageerror", lambda error: errors.append(f"{error.name}: {error.message}"))
+        page.on("console", lambda line: errors.append(line.text) if "Deprecation" in line.text else None)
         open_panel(page, url)
         assert page.locator(f"{PANEL} .panel .label").all_inner_texts() == ["model.causal=True", "model.causal=False"]
         type_text(page, TEXT)  # key by key, until every panel shows the text

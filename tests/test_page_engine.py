@@ -1,6 +1,7 @@
 """The exported page's engine (static/page.js) in Debian's chromium against TinyLM and answers.py: its logits for every
-setting the page represents, its answers to the tab's routes on a tiny leak sweep and a tiny fill-in-the-blank run
-(requests drawn by Hypothesis, bad ones among them), and the runs viewer/page.py refuses. With TINYLM_PAGE_TIMING=1,
+setting the page represents, its answers to the tab's routes on a tiny leak sweep, a tiny fill-in-the-blank run and
+runs of random weights (a prefix LM, no positions, ...; requests drawn by Hypothesis, bad ones among them), and the
+runs viewer/page.py refuses. With TINYLM_PAGE_TIMING=1,
 also the time the page takes to answer "attention" at the default model's size (printed, never asserted)."""
 
 import json
@@ -15,7 +16,17 @@ import torch
 from attention_browser import CHROMIUM
 from hypothesis import assume, event, example, given
 from hypothesis import strategies as st
-from page_engine import LOGITS, ask, assert_same, engine_page, give, largest_difference, random_run, served
+from page_engine import (
+    LOGITS,
+    ask,
+    assert_same,
+    engine_page,
+    give,
+    largest_difference,
+    prefix_lm,
+    random_run,
+    served,
+)
 from test_attention_page import PROBABILITIES
 from test_properties import ANY_JSON, examples
 
@@ -46,6 +57,7 @@ SETTINGS = {
     "no projections": {"projections": False, "d_k": 32, "d_v": 32},
     "no MLP": {"mlp": False},
     "two layers": {"n_layer": 2},
+    "no positions": {"positions": "none"},
 }
 VALIDATION = "So foul and fair a day I have not seen."
 SEEN = [*dict.fromkeys(VALIDATION + "\n")]  # characters every run here was trained on
@@ -72,7 +84,8 @@ def state_of(run_dir: Path) -> dict:
 @pytest.fixture(scope="module")
 def logdir(tmp_path_factory, leak_sweep, shared_cache_dir) -> Path:
     """The leak sweep's two jobs, a fill-in-the-blank run, and runs of random weights with two layers (one of each
-    task) and with a finite mask value, under one directory."""
+    task), with a finite mask value, without positions, and a prefix LM (with two layers too), under one
+    directory."""
     root = tmp_path_factory.mktemp("page-runs")
     for run in sorted(leak_sweep.glob("[01]_*")):
         shutil.copytree(run, root / run.name)
@@ -84,6 +97,9 @@ def logdir(tmp_path_factory, leak_sweep, shared_cache_dir) -> Path:
             ("two layers", next_token, {"n_layer": 2}),
             ("fill, two layers", fill, {"n_layer": 2, "qk_norm": True}),
             ("a finite mask value", next_token, {"mask_value": -1.0, "softcap": 3.0}),
+            ("no positions", next_token, {"positions": "none"}),
+            ("prefix LM", prefix_lm(next_token), {}),
+            ("prefix LM, two layers", prefix_lm(next_token), {"n_layer": 2}),
         ]  # fmt: skip
     ):
         random_run(root, name, state, seed, **settings)
@@ -108,15 +124,17 @@ def test_the_pages_logits_equal_tinylms_for_every_setting(page, logdir, tmp_path
     for seed, (name, settings) in enumerate(SETTINGS.items()):
         random_run(tmp_path, name, next_token, seed, **settings)
     random_run(tmp_path, "fill in the blank", fill, len(SETTINGS))
+    random_run(tmp_path, "prefix LM", prefix_lm(next_token), len(SETTINGS) + 1, n_layer=2)
     models = page_data([(run, [None]) for run in list_runs(tmp_path)])["models"]
-    assert models.keys() == {*SETTINGS, "fill in the blank"}
+    assert models.keys() == {*SETTINGS, "fill in the blank", "prefix LM"}
     for name, by_step in models.items():
-        model = load(tmp_path / name / LAST).model
+        checkpoint = load(tmp_path / name / LAST)
+        model, mask = checkpoint.model, checkpoint.task.mask
         generator = torch.Generator().manual_seed(0)
         ids = torch.randint(model.config.vocab_size, (model.config.block_size,), generator=generator).tolist()
         for causal in (None, True):
             with torch.no_grad():
-                expected = model(torch.tensor([ids]), causal=causal)[0].tolist()
+                expected = model(torch.tensor([ids]), mask=mask, causal=causal)[0].tolist()
             got = page.evaluate(
                 """([model, ids, causal]) => {
                   const { prepared, forwardAll } = engine.forTests;
@@ -161,6 +179,9 @@ def test_the_pages_attention_answers_are_the_servers(page, data, logdir):
     @example(body={"run": "two layers", "text": VALIDATION, "layer": 1})
     @example(body={"run": "a finite mask value", "text": VALIDATION, "temperature": 0.5})
     @example(body={"run": "fill, two layers", "text": "So f_ul and fair", "layer": 1, "blanks": [0, 9]})
+    @example(body={"run": "prefix LM, two layers", "text": VALIDATION, "layer": 1})
+    @example(body={"run": "prefix LM", "text": "So foul"})
+    @example(body={"run": "no positions", "text": VALIDATION})
     def check(body):
         sent, answer = ask(page, "runs", "attention", body)
         expected = json.loads(json.dumps(served(logdir, "attention", sent)))
@@ -177,13 +198,14 @@ def decisive(page, logdir, tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("decisive")
     random_run(root, "next_token", state_of(next(logdir.glob("0_*"))), 0)
     random_run(root, "fill_blank", state_of(logdir / "fill"), 1)
+    random_run(root, "prefix_lm", prefix_lm(state_of(next(logdir.glob("0_*")))), 2)
     give(page, "decisive", page_data([(run, [None]) for run in list_runs(root)]))
     return root
 
 
 def test_the_page_writes_the_likeliest_text_as_the_server_does(page, decisive):
     """At the lowest temperature both write each token's likeliest (sample.py's likeliest=true)."""
-    data = {"runs": {"runs": [{"name": "next_token"}, {"name": "fill_blank"}]}}
+    data = {"runs": {"runs": [{"name": "next_token"}, {"name": "fill_blank"}, {"name": "prefix_lm"}]}}
 
     @examples(15)
     @given(body=attention_requests(data), tokens=st.integers(1, 40), seed=st.integers(0, 2**40))

@@ -129,7 +129,8 @@ def test_every_attention_request_gets_its_reading_or_one_line(tab, caplog, body)
     assert 1 <= len(tokens) <= answer["block_size"] and len(weights) == len(tokens)
     for i, row in enumerate(weights):
         assert math.isclose(sum(row), 1, abs_tol=1e-4) and all(0 <= weight <= 1 for weight in row)
-        assert not answer["causal"] or not any(row[i + 1 :])  # the masked future holds no weight
+        assert not answer["causal"] or not any(row[j] for j in answer["hidden_keys"][i])  # the mask's keys hold none
+    assert answer["hidden_keys"] == [list(range(i + 1, len(tokens))) for i in range(len(tokens))]  # the causal triangle
     assert answer["temperature"] == float(body.get("temperature", 1.0))
 
 

@@ -27,7 +27,8 @@ from viewer.predictions import CLOSE, COUNTERFACTUALS, FAR, NOTABLE, PART, TOP, 
 from viewer.readings import LEAK
 from viewer.runs import RunCheckpoints, load_at
 
-TASKS = ("next_token", "fill_blank")  # the tasks page.js knows: what a position predicts and how a text is hidden
+# The tasks page.js knows: what a position predicts, how a text is hidden, the mask it is read through.
+TASKS = ("next_token", "fill_blank", "prefix_lm")
 
 
 def page_problem(checkpoint: Checkpoint) -> str | None:
@@ -40,7 +41,7 @@ def page_problem(checkpoint: Checkpoint) -> str | None:
     if not isinstance(checkpoint.tokenizer.model, models.WordLevel):
         return "its tokenizer is byte-level BPE (tokenizer.kind=bpe): the page reads the character tokenizer only"
     if task.name not in TASKS:
-        return f"its task is {task.name}: the page computes {' and '.join(TASKS)} only"
+        return f"its task is {task.name}: the page computes {', '.join(TASKS)} only"
     return None
 
 
@@ -67,11 +68,13 @@ def page_model(checkpoint: Checkpoint) -> dict:
             "mask_value": None if mask == -float("inf") else mask,  # None: minus infinity, which JSON cannot carry
             "projections": config.projections,
             "qk_norm": config.qk_norm,
+            "positions": config.positions.value,
         },
         "task": {
             "name": task.name,
             "continues_text": task.continues_text,
             "blank": task.blank,
+            "prefix": task.mask.prefix,  # the first keys of a window read both ways (model/mask.py's Mask)
             "strips": [asdict(kind) for kind in task.strips(config)],
             "words": asdict(task.words),
         },

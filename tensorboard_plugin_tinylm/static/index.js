@@ -1,9 +1,10 @@
-// The Attention tab. TensorBoard loads this module into the tab's iframe and calls render(). Routes are relative to
-// the iframe's base, /data/plugin/tinylm_attention/: ./runs lists the runs, ./attention answers one run's weights,
-// losses and predictions at one step, ./generate continues the text (or fills its blanks, for a run that fills
-// blanks); tensorboard_plugin_tinylm/answers.py's runs(), attention() and generate() build every field this page
-// reads. Plain JavaScript in one file with no imports, no build step, nothing fetched from elsewhere; the routes are
-// asked in one function (askServer) and the tab is drawn into the element render() is given.
+// The Attention tab. TensorBoard loads this module into the tab's iframe and calls render() (plugin.py exports it by
+// name there; the module's own export is its default, { render }). Routes are relative to the iframe's base,
+// /data/plugin/tinylm_attention/: ./runs lists the runs, ./attention answers one run's weights, losses and
+// predictions at one step, ./generate continues the text (or fills its blanks, for a run that fills blanks);
+// tensorboard_plugin_tinylm/answers.py's runs(), attention() and generate() build every field this page reads.
+// Plain JavaScript in one file with no imports, no build step, nothing fetched from elsewhere; the routes are asked
+// in one function (askServer) and the tab is drawn into the element render() is given.
 //
 // The same module draws the panel in a notebook: anywidget (tensorboard_plugin_tinylm/widget.py) imports it and calls
 // render({model, el}); the routes then go to the kernel as the widget's messages (askKernel), not to a server.
@@ -26,7 +27,7 @@ const BLUES = ["#f7fbff", "#deebf7", "#c6dbef", "#9ecae1", "#6baed6", "#4292c6",
 // matplotlib's "YlOrRd" for a token's loss in nats: pale where the model expected the next token, dark red where it
 // was surprised; a different map from the weights' so that the two are never read for each other.
 const YLORRD = ["#ffffcc", "#ffeda0", "#fed976", "#feb24c", "#fd8d3c", "#fc4e2a", "#e31a1c", "#bd0026", "#800026"];
-const FUTURE = "rgba(255, 127, 14, 0.6)"; // tab:orange hatching, j > i
+const HIDDEN = "rgba(255, 127, 14, 0.6)"; // tab:orange hatching, the keys the task's mask hides
 const DIAGONAL = "#d62728"; // tab:red, dashed, j = i
 const WIDGET_CLASS = "tinylm-attention"; // widget.py scopes style.css to it
 const TYPING_PAUSE_MS = 120; // a request when typing (or dragging the step selector) pauses this long
@@ -41,15 +42,14 @@ const TEMPERATURE_TITLE =
 const HINT =
   "Each ticked run reads the text through its checkpoint. Point at a row of a heat map (query i), or at a token " +
   "of a loss strip, to see what that query reads and predicts; click to keep it.";
-// The counterfactual looks: answers.py's name for each, and the panel's; for a run that fills blanks "masked" hides
-// the blank's right side.
+// The counterfactual looks: answers.py's name for each, and the panel's; the masked look's is the task's, which the
+// answer sends (answer.words.masked: "future masked", "right side hidden").
 const LOOKS = [
   ["trained", "as trained"],
-  ["masked", "future masked"],
+  ["masked", null],
   ["uniform", "uniform"],
   ["no_look", "no look"],
 ];
-const BLANK_LOOKS = LOOKS.map(([kind, name]) => [kind, kind === "masked" ? "right side hidden" : name]);
 // Salazar et al. 2020's pseudo-log-likelihood: the strip of a run that fills blanks, said once under it.
 const NOT_A_LIKELIHOOD =
   "Not a likelihood: each token is scored with every other token of the text visible, so these terms do not add " +
@@ -59,7 +59,7 @@ const NOT_A_LIKELIHOOD =
 // tab drawn into it. anywidget passes the widget's model too: the panel asks the kernel, in an element of the
 // widget's class, which its stylesheet (style.css inside that class) styles; what it returns ends the panel. A host
 // that passes `ask` answers the routes itself, as askServer's callers expect, and brings the stylesheet.
-export async function render({ model, ask, el = document.body } = {}) {
+async function render({ model, ask, el = document.body } = {}) {
   if (ask) {
     await openTab(el, ask);
     return undefined;
@@ -79,7 +79,8 @@ export async function render({ model, ask, el = document.body } = {}) {
   };
 }
 
-// anywidget's entry (0.9 on): the module's default export.
+// The module's one export, anywidget's entry (0.9 on) and the exported page's (start.js); TensorBoard's loader, which
+// calls a render() exported by name, is served this module with that export added (plugin.py).
 export default { render };
 
 // How the tab asks a route: TensorBoard's server, a GET without a body, else a POST of the body as JSON. The one
@@ -508,7 +509,7 @@ function switches(answer) {
   const oneHot = answer.stats.max_weight.filter((weight) => weight > answer.saturated).length;
   parts.push(`${oneHot} of ${answer.tokens.length} rows one-hot (largest weight above ${answer.saturated})`);
   const lines = [message("meta", parts.join(" · "))];
-  for (const note of [answer.run_note, answer.note]) if (note) lines.push(message("note", note));
+  for (const note of [answer.run_note, answer.note, answer.mask_note]) if (note) lines.push(message("note", note));
   return lines;
 }
 
@@ -569,7 +570,7 @@ function attentionView(panel) {
       piece.style.background = blues(row[j]);
       piece.style.color = row[j] > 0.5 ? "#fff" : "#111";
       piece.classList.toggle("query", j === i);
-      piece.classList.toggle("future", j > i && leaks(answer));
+      piece.classList.toggle("future", leaks(answer, i, j));
       piece.title = `a[${i},${j}] = ${row[j].toFixed(3)}`;
     });
     cellLine.textContent = cellWords(answer, map.cell, at);
@@ -592,10 +593,15 @@ function sides(answer, i) {
   return `${left[i].toFixed(3)} on the left, ${itself.toFixed(3)} on itself, ${right[i].toFixed(3)} on the right`;
 }
 
-// Whether the keys after a query are the leak a next-token run reads without the mask; for a run that fills blanks
-// they are the blank's right side, which it may read.
-function leaks(answer) {
-  return !answer.causal && !fillsBlanks(answer);
+// Whether key j is hidden from query i by the task's mask (answers.py's `hidden_keys`: per query, the keys it hides).
+function isHidden(answer, i, j) {
+  return answer.hidden_keys[i].includes(j);
+}
+
+// Whether key j is a leak for query i: hidden by the task's mask, which this run does not apply, where the targets
+// lie ahead (for a run that fills blanks the keys after a query are the blank's right side, which it may read).
+function leaks(answer, i, j) {
+  return !answer.causal && answer.targets_ahead && isHidden(answer, i, j);
 }
 
 function cellWords(answer, cell, at) {
@@ -665,7 +671,7 @@ function drawHeatmap(context, layout, answer, query, pointed) {
       context.fillRect(left + j * cell, top + i * cell, cell, cell);
     }
   }
-  if (!fillsBlanks(answer)) drawFuture(context, layout); // where the targets lie ahead, as attn/pattern hatches it
+  if (answer.targets_ahead) drawHidden(context, layout, answer.hidden_keys); // as attn/pattern hatches them
   context.save();
   context.strokeStyle = DIAGONAL;
   context.setLineDash([4, 3]);
@@ -684,19 +690,16 @@ function drawHeatmap(context, layout, answer, query, pointed) {
   }
 }
 
-// The future, j > i: the staircase above the diagonal, hatched as in the Images tab.
-function drawFuture(context, { size, cell, left, top }) {
+// The keys the task's mask hides, each query's row of them (the causal triangle's staircase above the diagonal, a
+// prefix LM's after its prefix), hatched as in the Images tab.
+function drawHidden(context, { size, cell, left, top }, hiddenKeys) {
   context.save();
   context.beginPath();
-  context.moveTo(left + cell, top);
-  for (let i = 0; i < size; i++) {
-    context.lineTo(left + (i + 1) * cell, top + i * cell);
-    context.lineTo(left + (i + 1) * cell, top + (i + 1) * cell);
-  }
-  context.lineTo(left + size * cell, top);
-  context.closePath();
+  hiddenKeys.forEach((keys, i) => {
+    for (const j of keys) context.rect(left + j * cell, top + i * cell, cell, cell);
+  });
   context.clip();
-  context.strokeStyle = FUTURE;
+  context.strokeStyle = HIDDEN;
   context.lineWidth = 1;
   context.beginPath();
   for (let offset = -size * cell; offset < size * cell; offset += 6) {
@@ -765,7 +768,7 @@ function stripsView(panel) {
 // (a token hidden by position), nothing for a token of a run that fills blanks (itself).
 function targetWords(answer, i) {
   const next = answer.strips[0].predictions[i].next; // a text cut to block_size still has one at its last position
-  if (!fillsBlanks(answer)) return next === null ? " → the text ends here" : ` → ${quote(next)}`;
+  if (!fillsBlanks(answer)) return next === null ? ` → ${answer.words.missing}` : ` → ${quote(next)}`;
   if (!answer.blanks.includes(i)) return "";
   return next === null ? " (typed: its token unknown)" : ` hides ${quote(next)}`;
 }
@@ -785,8 +788,8 @@ function lossStrip(panel, answer, strip) {
     const loss = strip.losses[i];
     if (loss === null) {
       piece.classList.add("none");
-      const why = fillsBlanks(answer) ? "typed in the text, which does not say its token" : "the text ends here";
-      piece.title = `${quote(token)}: ${why}, no ${fillsBlanks(answer) ? "hidden" : "next"} token to score`;
+      const why = fillsBlanks(answer) ? "typed in the text, which does not say its token" : answer.words.missing;
+      piece.title = `${quote(token)}: ${why}, no ${answer.words.target} to score`;
     } else {
       piece.style.background = ramp(YLORRD, loss / top);
       piece.style.color = loss / top > 0.55 ? "#fff" : "#111";
@@ -874,7 +877,7 @@ function actualToken(answer, { next, p_next: chance, loss }) {
   if (next === null) {
     return fillsBlanks(answer)
       ? "typed in the text, which does not say its token: nothing to score"
-      : "the text ends here: no next token to score";
+      : `${answer.words.missing}: no ${answer.words.target} to score`;
   }
   const target = fillsBlanks(answer) ? "hidden" : "next";
   const at = answer.temperature === 1 ? "" : " (at temperature 1)";
@@ -905,9 +908,9 @@ function counterfactualView() {
     caption.textContent = lookCaption(answer, i);
     words.textContent = look ? look.words : "";
     if (!look) return;
-    (fillsBlanks(answer) ? BLANK_LOOKS : LOOKS).forEach(([kind, name], k) => {
+    LOOKS.forEach(([kind, name], k) => {
       if (k) numbers.append(" · ");
-      const part = h("span", { class: "cf", "data-kind": kind }, span("cf-name", `${name} `));
+      const part = h("span", { class: "cf", "data-kind": kind }, span("cf-name", `${name ?? answer.words.masked} `));
       numbers.append(part);
       part.append(span("cf-p", probability(look[kind])));
     });
@@ -918,12 +921,14 @@ function counterfactualView() {
 function lookCaption(answer, i) {
   const look = answer.counterfactuals[i];
   const layer = answer.n_layer > 1 ? ` (layer ${answer.layer})` : "";
+  if (!look) {
+    const why = answer.words.no_counterfactual; // the task's: "what the look contributes needs the next token: ..."
+    return `${why[0].toUpperCase()}${why.slice(1)}.`;
+  }
   if (!fillsBlanks(answer)) {
-    if (!look) return `What the look gives query ${i}: the text ends here, so there is no next token to compare.`;
     const next = answer.strips[0].predictions[i].next;
     return `What the look gives: p(${quote(next)} next) with query ${i}'s weights, the model run again${layer}`;
   }
-  if (!look) return `What the look gives is shown for a blank: point at one (□), or hide token ${i}.`;
   const guessed = answer.strips[0].predictions[i].next === null ? ", its likeliest filling" : "";
   return (
     `What the look gives the blank at i=${i}: p(${quote(look.target)}${guessed}) with its weights ` +
@@ -1025,16 +1030,33 @@ function stepsView() {
     fold.title.replaceChildren(...lessonSteps(answer, i));
     const row = answer.weights[i];
     const largest = row.indexOf(Math.max(...row));
-    const keys = answer.causal ? i + 1 : answer.tokens.length;
-    const lines = Array.from({ length: keys }, (_, j) => keyRow(answer, i, j, j === largest));
-    if (keys < answer.tokens.length) {
-      const rest = `j = ${i + 1} to ${answer.tokens.length - 1}: masked (j > i), weight exactly 0`;
+    const masked = answer.causal ? answer.hidden_keys[i] : [];
+    const keys = answer.tokens.flatMap((_, j) => (masked.includes(j) ? [] : [j]));
+    const lines = keys.map((j) => keyRow(answer, i, j, j === largest));
+    if (masked.length) {
+      const rest = `j = ${spans(masked)}: masked${afterQuery(masked, i, answer) ? " (j > i)" : ""}, weight exactly 0`;
       lines.push(h("tr", { class: "masked" }, h("td", { colspan: 6 }, rest)));
     }
     table.replaceChildren(stepsHead(answer), h("tbody", {}, ...lines));
-    scroller.scrollTop = Math.max(0, (lines[largest]?.offsetTop ?? 0) - scroller.clientHeight / 2);
+    scroller.scrollTop = Math.max(0, (lines[keys.indexOf(largest)]?.offsetTop ?? 0) - scroller.clientHeight / 2);
   };
   return { show: () => [fold.details], point };
+}
+
+// Key positions in ascending order as runs: "4 to 12", "3, 5 to 9".
+function spans(keys) {
+  const runs = [];
+  for (const j of keys) {
+    const last = runs[runs.length - 1];
+    if (last && last[1] === j - 1) last[1] = j;
+    else runs.push([j, j]);
+  }
+  return runs.map(([first, end]) => (first === end ? `${first}` : `${first} to ${end}`)).join(", ");
+}
+
+// Whether the keys masked from query i are exactly those after it, the causal triangle's row.
+function afterQuery(masked, i, answer) {
+  return masked.length === answer.tokens.length - 1 - i && masked.every((j) => j > i);
 }
 
 function lessonSteps(answer, i) {
@@ -1062,7 +1084,7 @@ function keyRow(answer, i, j, largest) {
   const weight = answer.weights[i][j];
   const bar = span("bar", "");
   Object.assign(bar.style, { width: `${(weight * 60).toFixed(1)}px`, background: blues(0.35 + weight * 0.65) });
-  const mark = h("td", { class: "mark" }, bar, ...(j > i && leaks(answer) ? [span("future", "future")] : []));
+  const mark = h("td", { class: "mark" }, bar, ...(leaks(answer, i, j) ? [span("future", "future")] : []));
   const cells = [
     h("td", { class: "j" }, j),
     h("td", { class: "token" }, answer.tokens[j]),

@@ -3,7 +3,8 @@
 // tensorboard_plugin_tinylm/answers.py answers, computed here from the runs' weights (viewer/page.py exports them).
 //
 // The model's forward is TinyLM's (model/tinylm.py, model/attention.py) in Float64 over the float32 weights:
-// embeddings and learned positions, pre-LayerNorm blocks of single-head attention (scaled or not, masked or not,
+// embeddings and learned positions (or none), pre-LayerNorm blocks of single-head attention through the task's mask
+// (model/mask.py's Mask: the causal triangle, a prefix LM's prefix open both ways; scaled or not, masked or not,
 // QK-norm, softcap, a finite mask value, with or without projections) and MLP, the LM head. What the answers compute
 // of it is viewer/'s, ported line by line: readings.py (the text read and cut, each row's statistics and verdict),
 // predictions.py (the loss strips, the top five, the counterfactual looks and their sentence), generation.py (text
@@ -63,6 +64,7 @@ function attention(engine, request) {
     step: model.step,
     task: model.task.name,
     continues_text: model.task.continues_text,
+    words: copied(model.task.words),
     blanks: reading.ids.flatMap((token, i) => (token === model.task.blank ? [i] : [])),
     ...traceJson(engine, model, reading, layer),
     file: model.file,
@@ -251,6 +253,9 @@ function traceJson(engine, model, reading, layer) {
     block_size: reading.blockSize,
     tokens: reading.labels,
     note: cutNote(reading),
+    hidden_keys: reading.ids.map((_, i) => reading.ids.flatMap((_, j) => (hides(model, i, j) ? [j] : []))),
+    targets_ahead: targetKey(model, 0) > 0,
+    mask_note: maskNote(model, reading),
     raw: matrix(traced.raw),
     fed: matrix(traced.fed),
     weights: matrix(traced.weights),
@@ -264,6 +269,21 @@ function cutNote(reading) {
   if (reading.given <= reading.ids.length) return "";
   const context = `model.block_size=${reading.blockSize}`;
   return `cut to its first ${reading.ids.length} of ${reading.given} tokens: the model's context is ${context}`;
+}
+
+// answers.py's mask_note: where the prefix of the task's mask ends.
+function maskNote(model, reading) {
+  const prefix = model.task.prefix;
+  const length = reading.ids.length;
+  if (prefix <= 1) return "";
+  if (length <= prefix) {
+    return `the text's ${length} tokens lie inside the prefix of ${prefix}: each reads every other both ways`;
+  }
+  const last = prefix - 1;
+  return (
+    `the prefix ends at token ${last}: tokens 0 to ${last} read each other both ways, ` +
+    "each later one reads up to itself"
+  );
 }
 
 // model/statistics.py's entropy, max_weight, past_share and future_share of each row.
@@ -295,13 +315,13 @@ function verdict(engine, model, reading, layer, query) {
   const target = targetKey(model, query);
   const shown = target < T && reading.ids[target] === reading.targets[query];
   const words = [];
-  let future = 0;
-  for (let j = query + 1; j < T; j++) future += row[j];
+  let hidden = 0;
+  for (let j = 0; j < T; j++) if (hides(model, query, j)) hidden += row[j];
   if (shown && row[target] > engine.constants.leak) {
     const share = `${fixed(row[target], 2)} of the weight sits on token ${target}`;
     words.push(`${share}, the very token it is asked to predict: the leak`);
-  } else if (target > query && future > engine.constants.leak) {
-    words.push("most of the weight sits on future tokens (j > i), which the causal mask would hide");
+  } else if (target > query && hidden > engine.constants.leak) {
+    words.push("most of the weight sits on future tokens (j > i) that the task's mask hides");
   }
   const largest = Math.max(...row);
   if (largest > engine.constants.saturated) {
@@ -310,10 +330,21 @@ function verdict(engine, model, reading, layer, query) {
   return words.join("; ");
 }
 
-// ---- the tasks (task/next_token.py, task/fill_blank.py): what a position predicts, how a text hides tokens -------
+// ---- the tasks (task/next_token.py, task/fill_blank.py, task/prefix_lm.py): what a position predicts, how a text
+// hides tokens, the mask it is read through ------------------------------------------------------------------------
 
 function fillsBlanks(model) {
   return model.task.name === "fill_blank";
+}
+
+// A prefix LM scores only the tokens after its prefix: its first positions predict tokens inside it.
+function readsAPrefix(model) {
+  return model.task.name === "prefix_lm";
+}
+
+// model/mask.py's Mask.hidden_keys: whether key j is hidden from query i, j > i outside the prefix of the task's mask.
+function hides(model, i, j) {
+  return j > i && j >= model.task.prefix;
 }
 
 function targetKey(model, query) {
@@ -322,7 +353,9 @@ function targetKey(model, query) {
 
 function targetsOf(model, ids, following, hidden) {
   if (fillsBlanks(model)) return ids.map((_, i) => (hidden.has(i) ? hidden.get(i) : null));
-  return [...ids.slice(1), following];
+  const next = [...ids.slice(1), following];
+  if (readsAPrefix(model)) return next.map((target, i) => (i < model.task.prefix - 1 ? null : target));
+  return next;
 }
 
 function stripTargets(model, ids, targets) {
@@ -336,20 +369,30 @@ function guess(model, ids, query) {
 
 function nothingToScore(model, labels) {
   if (fillsBlanks(model)) return "the text is all blanks: no token of it to hide and score";
+  if (readsAPrefix(model)) {
+    return (
+      `the text's ${labels.length} tokens end inside the prefix of ${model.task.prefix} (task.prefix_share of ` +
+      "model.block_size), where nothing is scored: give more"
+    );
+  }
   return `the text is one token (${repr(labels[0])}): there is no next token to score`;
 }
 
-// The text's tokens; a run that fills blanks reads the marker as the blank and "\_" as the marker itself.
+// The text's tokens; a run that fills blanks reads the marker as the blank and "\_" as the marker itself, the text
+// cut at each of them (task/fill_blank.py's encode).
 function encode(model, text, setting) {
   if (!fillsBlanks(model)) return encodeKnown(model, text, setting);
   const marker = "_";
   const ids = [];
-  const pieces = text.split(`\\${marker}`).join("\u0000").split(marker);
-  pieces.forEach((piece, i) => {
-    if (i) ids.push(model.task.blank);
-    piece = piece.split("\u0000").join(marker);
-    if (piece) ids.push(...encodeKnown(model, piece, setting));
-  });
+  let piece = "";
+  for (const part of text.split(/(\\_|_)/)) {
+    if (part === marker) {
+      if (piece) ids.push(...encodeKnown(model, piece, setting));
+      ids.push(model.task.blank);
+      piece = "";
+    } else piece += part === `\\${marker}` ? marker : part;
+  }
+  if (piece) ids.push(...encodeKnown(model, piece, setting));
   if (!ids.length) throw new DataError(`${setting}: empty; give the text whose attention to show`);
   return ids;
 }
@@ -509,8 +552,8 @@ function strip(engine, model, kind, logits, targets, temperature) {
 function counterfactualRows(model, reading, layer, i) {
   const T = reading.ids.length;
   const fed = reading.forward.layers[layer].attended.fed.subarray(i * T, (i + 1) * T);
-  const masked = softmax(Array.from(fed, (x, j) => (j > i ? -Infinity : x)));
-  const visible = Array.from({ length: T }, (_, j) => (!model.config.causal || j <= i ? 1 : 0));
+  const masked = softmax(Array.from(fed, (x, j) => (hides(model, i, j) ? -Infinity : x)));
+  const visible = Array.from({ length: T }, (_, j) => (!model.config.causal || !hides(model, i, j) ? 1 : 0));
   const count = visible.reduce((a, b) => a + b, 0);
   return { masked, uniform: visible.map((v) => v / count), no_look: new Array(T).fill(0) };
 }
@@ -708,7 +751,10 @@ function prepared(json) {
 function embedded(model, token, position) {
   const d = model.d;
   const x = new Float64Array(d);
-  for (let c = 0; c < d; c++) x[c] = model.tokenEmbedding[token * d + c] + model.positionEmbedding[position * d + c];
+  const positions = model.positionEmbedding; // none where model.positions=none
+  for (let c = 0; c < d; c++) {
+    x[c] = model.tokenEmbedding[token * d + c] + (positions ? positions[position * d + c] : 0);
+  }
   return x;
 }
 
@@ -799,7 +845,7 @@ function attend(model, q, ks, vs, i, causal, mask, row = null) {
     raw[j] = s;
     if (scale) s /= divisor;
     if (softcap) s = softcap * Math.tanh(s / softcap);
-    fed[j] = causal && j > i ? mask : s;
+    fed[j] = causal && hides(model, i, j) ? mask : s;
   }
   const weights = Float64Array.from(softmax(fed));
   return { raw, fed, weights, out: mixed(weights, vs) };

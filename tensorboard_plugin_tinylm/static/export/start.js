@@ -24,7 +24,7 @@ async function start() {
     import(url("curves.js")),
     classic("uPlot"),
   ]);
-  const shown = index.render({
+  const shown = index.default.render({
     ask: page.answering(read("tinylm-answers")),
     el: document.getElementById("attention"),
   });
