@@ -98,9 +98,9 @@ def exit_status(exited: SystemExit, stderr) -> int:
 
 
 def cli(script: str, *args: str) -> subprocess.CompletedProcess:
-    """`python SCRIPT ARGS` (train.py, sample.py, attend.py, report.py, bench.py, export.py) run in this process, as the script's
-    last line runs it (its main through trainer/cli.py's run_with_one_line_errors): what it printed, and its exit
-    status as Python gives it (sys.exit's message on stderr and status 1), without a new interpreter's seconds of
+    """`python SCRIPT ARGS` (train.py, sample.py, attend.py, report.py, bench.py, export.py) run in this process, as the
+    script's last line runs it (its main through trainer/cli.py's run_with_one_line_errors): what it printed, and its
+    exit status as Python gives it (sys.exit's message on stderr and status 1), without a new interpreter's seconds of
     imports. Logging starts as in a new process, with no handler (Hydra's job logging and report.py's basicConfig
     set their own, writing to this stdout and stderr), and is put back as it was after. For the tests whose point is
     not the process itself: signals, a closed or full stdout, torchrun and the commands pasted into bash keep theirs.

@@ -14,7 +14,13 @@ from conftest import ROOT
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 PRESET_COMMENTS = sorted((ROOT / "configs" / "experiment").glob("*.yaml"))  # their `#   python train.py ...` lines
-HYDRA_APPS = {"train.py": "train", "attend.py": "attend", "sample.py": "sample", "bench.py": "bench"}
+HYDRA_APPS = {
+    "train.py": "train",
+    "attend.py": "attend",
+    "sample.py": "sample",
+    "bench.py": "bench",
+    "export.py": "export",
+}
 SCRIPTS = (*HYDRA_APPS, "report.py")
 TRAIN_FLAGS = {"-m", "--multirun", "--help", "--hydra-help"}  # and --cfg job
 PLACEHOLDER = re.compile(r"[A-Z][A-Z_]*")  # N, FILE, RUN: a value the reader fills in

@@ -1,6 +1,7 @@
 """Command-line entry points: every mistake a user can make, and every way a run stops early, ends in one line on
 stderr and an exit status: 1 for an error, 128 + the signal for a run stopped by one. Every entry point (train.py,
-sample.py, attend.py, report.py, bench.py, export.py) runs through run_with_one_line_errors, its work inside one_line_errors.
+sample.py, attend.py, report.py, bench.py, export.py) runs through run_with_one_line_errors, its work inside
+one_line_errors.
 
 Output that goes nowhere stops nothing: a reader that closes stdout early (`| head`) or a full disk under it
 (`> /dev/full`) ends no run and misnames nothing (Output)."""
