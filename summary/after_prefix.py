@@ -8,9 +8,9 @@ from pathlib import Path
 import torch
 
 from data import prepare_tokens
-from summary.runs import SummaryError, read_runs
+from summary.runs import SummaryError, read_runs, shared_of
 from summary.seeds import Configuration, by_configuration, sweeps_seeds
-from summary.tables import header, row
+from summary.tables import distinct_name, header, row
 from task import Batch
 from task.config import TaskConfig
 from task.curves import batches_loss
@@ -44,19 +44,21 @@ def after_prefix_table(paths: list[Path], share: float) -> str:
     ]
     if sweeps_seeds(runs):
         lines += header(["configuration", "after the prefix", "per seed"])
-        lines += [row(seeds_cells(configuration)) for configuration in by_configuration(runs)]
+        configurations = by_configuration(runs)
+        shared = shared_of(configurations)
+        lines += [row(seeds_cells(configuration, shared)) for configuration in configurations]
     else:
         lines += header(["run", "after the prefix"])
         lines += [row([run.name, rounded(run.final(TAG))]) for run in runs]
     return "\n".join([*lines, "", *skipped] if skipped else lines) + "\n"
 
 
-def seeds_cells(configuration: Configuration) -> list[str]:
-    spread = configuration.spread(TAG)
+def seeds_cells(configuration: Configuration, shared: list[str]) -> list[str]:
+    name, spread = distinct_name(configuration, shared), configuration.spread(TAG)
     if spread is None:
-        return [configuration.name, "", ""]
+        return [name, "", ""]
     seeds = ", ".join(rounded(run.final(TAG)) for run in configuration.runs)
-    return [configuration.name, str(spread), f"({seeds})"]
+    return [name, str(spread), f"({seeds})"]
 
 
 def rounded(loss: float | None) -> str:
