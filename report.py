@@ -88,7 +88,11 @@ def arguments() -> argparse.Namespace:
     figure = args.curves is not None or args.patterns is not None
     misplaced = [
         ("--x", args.x is not None and (figure or args.after_prefix), "the summary, not with --curves or --patterns"),
-        ("--out", args.out is not None and args.after_prefix is not None, "the files: --after-prefix prints its table"),
+        (
+            "--out",
+            args.out is not None and args.after_prefix is not None,
+            "the summary, --curves or --patterns (--after-prefix prints its table)",
+        ),
         ("--mark", args.mark and args.curves is None, "--curves"),
         ("--seeds", args.seeds is not None and args.curves is None, "--curves"),
         ("--layer", args.layer is not None and args.patterns is None, "--patterns"),
