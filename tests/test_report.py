@@ -144,6 +144,8 @@ def test_report_against_a_key_that_is_no_swept_number_fails_in_one_line(tmp_path
 
 def sweep_summary(*overrides: str):
     """The callback as Hydra builds it from configs/train.yaml and the command line's overrides."""
+    import train  # noqa: F401  registers the schema, configs/train.yaml's first default (run alone, nothing else has)
+
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
         config = compose("train", overrides=list(overrides), return_hydra_config=True)
     return instantiate(config.hydra.callbacks.sweep_summary)
