@@ -145,9 +145,8 @@ def trace_text(reading: Reading, layer: int, i: int) -> str:
     """Steps 1-4 of the lesson for query i of one layer, as lines of text."""
     trace = reading.layers[layer]
     labels = reading.labels
-    keys = range(i + 1) if trace.causal else range(len(labels))
-    seen = "keys j <= i (the causal mask hides the rest)" if trace.causal else "every key j: this run does not mask"
-    lines = [f"query i={i} {labels[i]!r}, {seen}" + ("" if trace.causal else " the future")]
+    keys = [j for j in range(len(labels)) if not (trace.causal and reading.hidden[i, j])]
+    lines = [f"query i={i} {labels[i]!r}, {keys_seen(reading, trace.causal, i, keys[-1])}"]
     lines.append("step 1, score: q_i . k_j")
     if trace.scale:
         lines.append(f"step 2, scale: divided by sqrt(d_k) = sqrt({trace.d_k}) = {math.sqrt(trace.d_k):.3f}")
@@ -181,6 +180,17 @@ def trace_text(reading: Reading, layer: int, i: int) -> str:
     if words := verdict(reading, layer, i):
         lines.append(words)
     return "\n".join(lines)
+
+
+def keys_seen(reading: Reading, causal: bool, i: int, last: int) -> str:
+    """Which keys query i reads, in words, from the mask the run trained with (its visible keys run 0 to `last`)."""
+    if not causal:
+        return "every key j: this run does not mask the future"
+    mask = reading.task.mask
+    if mask.triangle:
+        return "keys j <= i (the causal mask hides the rest)"
+    opened = f"the prefix, tokens 0 to {mask.prefix - 1}, is read both ways"
+    return f"keys j <= {last} ({opened}; the mask hides the rest)"
 
 
 def losses_text(reading: Reading, predictions: Predictions, i: int) -> str:
@@ -241,7 +251,7 @@ def save_figure(read_run: Report, layer: int, title: str, path: Path, scale: flo
     denser, so that each label stays as many pixels tall."""
     labels = read_run.reading.labels
     reading = read_run.reading
-    figure = pattern_figure(reading.layers[layer].weights, labels, title, reading.task.targets_ahead)
+    figure = pattern_figure(reading.layers[layer].weights, labels, title, reading.task.targets_ahead, reading.hidden)
     shrink = max(1.0, len(labels) / PATTERN_TOKENS)
     add_loss_strips(figure, read_run.predictions.strips, labels, scale, shrink, read_run.checkpoint)
     figure.savefig(path, dpi=100 * shrink)
@@ -285,7 +295,8 @@ def add_loss_strips(figure, strips: list[Strip], labels: list[str], scale: float
     bar.ax.axvline(uniform, color="black", linewidth=1.5)
     bar.ax.tick_params(labelsize=7)
     bar.set_label(
-        f"loss in nats (grey: the text ends); the line: ln(vocab_size) = {uniform:.2f}, a uniform guess", fontsize=7
+        f"loss in nats (grey: nothing scored there); the line: ln(vocab_size) = {uniform:.2f}, a uniform guess",
+        fontsize=7,
     )
 
 

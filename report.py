@@ -10,6 +10,10 @@ Or, instead of the summary, one figure of the runs, into --figure FILE (else cur
         --mark attn/train_allowed_min=-1e4:mask --seeds lines --figure mask.png   # tags by step; A-B: a difference
     python report.py RUN_A RUN_B --patterns 500 --figure patterns.png   # their attention pictures at step 500
 
+Or each run's last.pt scored on the same tokens whatever its task, printed as a table (summary/after_prefix.py):
+
+    python report.py multirun/masks --after-prefix 0.5   # the tokens after the first half of each window
+
 Every directory under the given ones that holds an events file is a run. A damaged events file (what a crash can
 leave) gets one warning line: an unreadable one is skipped, a truncated one read up to the cut.
 """
@@ -28,6 +32,7 @@ import yaml
 from hydra.errors import OverrideParseException
 from tensorboard.compat.tensorflow_stub.errors import OpError
 
+from summary.after_prefix import after_prefix_table
 from summary.figures import Mark
 from summary.runs import SummaryError, find_runs
 from summary.summarize import draw_chosen, draw_patterns, summarize
@@ -54,6 +59,12 @@ PATTERNS_HELP = (
 )
 
 
+AFTER_PREFIX_HELP = (
+    "instead of the summary: each run's last.pt scored on the tokens after a prefix of SHARE of each window (those "
+    "task=prefix_lm scores) of the same validation windows, printed as a table"
+)
+
+
 class OneLineParser(argparse.ArgumentParser):
     def error(self, message: str) -> None:
         """A bad argument in one line (argparse's own adds the usage), status 2 as argparse's."""
@@ -69,6 +80,7 @@ def arguments() -> argparse.Namespace:
     figures = parser.add_mutually_exclusive_group()
     figures.add_argument("--curves", metavar="TAG,TAG,A-B", type=specs, help=CURVES_HELP)
     figures.add_argument("--patterns", metavar="STEP", type=int, help=PATTERNS_HELP)
+    figures.add_argument("--after-prefix", metavar="SHARE", type=share, help=AFTER_PREFIX_HELP)
     parser.add_argument("--mark", metavar="TAG=VALUE[:LABEL]", action="append", type=mark, default=[], help=MARK_HELP)
     parser.add_argument("--seeds", choices=["band", "lines"], help=SEEDS_HELP)
     parser.add_argument("--layer", type=int, help="with --patterns: the layer whose pictures (default 0)")
@@ -76,7 +88,12 @@ def arguments() -> argparse.Namespace:
     args = parser.parse_args()
     figure = args.curves is not None or args.patterns is not None
     misplaced = [
-        ("--x", args.x is not None and figure, "the summary, not with --curves or --patterns"),
+        ("--x", args.x is not None and (figure or args.after_prefix), "the summary, not with --curves or --patterns"),
+        (
+            "--out",
+            args.out is not None and args.after_prefix is not None,
+            "the summary, --curves or --patterns (--after-prefix prints its table)",
+        ),
         ("--mark", args.mark and args.curves is None, "--curves"),
         ("--seeds", args.seeds is not None and args.curves is None, "--curves"),
         ("--layer", args.layer is not None and args.patterns is None, "--patterns"),
@@ -99,6 +116,17 @@ def specs(text: str) -> list[str]:
     if not all(found):
         raise argparse.ArgumentTypeError(f"{text!r}: an empty tag; give tags separated by commas")
     return found
+
+
+def share(text: str) -> float:
+    """--after-prefix's SHARE: a number above 0 and below 1."""
+    try:
+        number = float(text)
+    except ValueError:
+        number = None
+    if number is None or not 0 < number < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: the share of each window in the prefix, above 0 and below 1")
+    return number
 
 
 def mark(text: str) -> tuple[str, Mark]:
@@ -126,6 +154,9 @@ def main() -> None:
         check_names(runs, out)
         for run_dir in runs:
             check_record(run_dir)
+        if args.after_prefix is not None:
+            print(after_prefix_table(args.dirs, args.after_prefix), end="")
+            return
         if args.curves is not None or args.patterns is not None:
             print(write_figure(args, out))
             return

@@ -30,6 +30,7 @@ class RunCurves:
     max_steps: int | None = None  # trainer.max_steps in its Hydra config; None for a run Hydra did not start
     truncated: bool = False  # an events file of it ends mid-record (a crash while writing): the rest is lost
     task: str = "next_token"  # what it was trained to predict (task.name)
+    path: Path | None = None  # its directory
 
     def final(self, tag: str) -> float | None:
         """The tag's last value; None where the run never logged it (an empty cell in the table)."""
@@ -91,7 +92,8 @@ def read_run(run_dir: Path, root: Path) -> RunCurves | None:
     truncated = Damage.truncated in damages.values()
     task = hydra_setting(run_dir, "task.name") or "next_token"  # a run from before tasks predicted the next token
     name = str(run_dir.relative_to(root))
-    return RunCurves(name, overrides, curves, wall_s, hydra_setting(run_dir, "trainer.max_steps"), truncated, task)
+    max_steps = hydra_setting(run_dir, "trainer.max_steps")
+    return RunCurves(name, overrides, curves, wall_s, max_steps, truncated, task, run_dir)
 
 
 def hydra_setting(run_dir: Path, key: str) -> Any:

@@ -107,6 +107,10 @@ def seeds_table(configurations: list[Configuration], runs: list[RunCurves]) -> s
         spreads = [str(spread or "") for spread in map(configuration.spread, FINAL_TAGS)]
         n, unfinished = str(len(configuration.runs)), str(len(configuration.unfinished) or "")
         wall_s = "" if configuration.wall_s is None else f"{configuration.wall_s:.0f}"
-        distinct = " ".join(override for override in configuration.overrides if override not in shared)
-        lines.append(row([distinct or "all runs", *spreads, n, unfinished, wall_s]))
+        lines.append(row([distinct_name(configuration, shared), *spreads, n, unfinished, wall_s]))
     return "\n".join(lines) + "\n\n## Every run\n\n" + markdown_table(runs)
+
+
+def distinct_name(configuration: Configuration, shared: list[str]) -> str:
+    """A configuration as its row names it: the overrides that tell it apart from the others."""
+    return " ".join(override for override in configuration.overrides if override not in shared) or "all runs"

@@ -7,11 +7,13 @@ import re
 import pytest
 import torch
 
+import attend
 from conftest import cli, compose_config, curve, events, short_run
 from model import CAUSAL, Look, Mask, ModelConfig, Positions, TinyLM
 from task import IGNORE, task_for
 from task.prefix_lm import PrefixLM
 from trainer.config import ConfigError, to_train_config
+from trainer.diagnostics import pattern_figure
 from viewer.checkpoints import load
 from viewer.generation import write
 from viewer.predictions import counterfactual_rows, predict
@@ -147,7 +149,7 @@ def test_a_next_token_run_without_positions_trains_and_writes_its_val_loss(tmp_p
 
 
 @pytest.mark.slow
-def test_a_prefix_lm_run_is_read_by_every_reader_through_its_mask(tmp_path, cache_dir):
+def test_a_prefix_lm_run_is_read_by_every_reader_through_its_mask(tmp_path, cache_dir, monkeypatch):
     losses = short_run(tmp_path, cache_dir, "task=prefix_lm", "trainer.max_steps=20", "trainer.eval_interval=20")
     assert losses["val_closed"] == losses["val"] and losses["val_causal"] == losses["val"]  # one layer, true mask
     recorded = events(tmp_path)
@@ -166,5 +168,16 @@ def test_a_prefix_lm_run_is_read_by_every_reader_through_its_mask(tmp_path, cach
     assert written[:20] == prompt and len(written) == 50  # the prompt, read as the prefix, continued
     sampled = cli("sample.py", f"ckpt={tmp_path}", f'prompt="{text[:20]}"', "max_new_tokens=30", "device=cpu")
     assert sampled.returncode == 0 and sampled.stdout.startswith(text[:20]), sampled.stderr
-    attended = cli("attend.py", f"ckpt={tmp_path}", f'text="{text}"', f"out={tmp_path / 'attend.png'}")
-    assert attended.returncode == 0 and "query i=" in attended.stdout, attended.stderr
+    drawn = []  # what attend.py hatches: the figure function's inputs
+    monkeypatch.setattr(attend, "pattern_figure", lambda *args: drawn.append(args) or pattern_figure(*args))
+    for query in (3, 20):
+        attended = cli("attend.py", f"ckpt={tmp_path}", f'text="{text}"', f"query={query}", f"out={tmp_path / 'a.png'}")
+        assert attended.returncode == 0, attended.stderr
+        seen = "(the prefix, tokens 0 to 15, is read both ways; the mask hides the rest)"
+        assert (
+            f"query i={query} {reading.labels[query]!r}, keys j <= {max(query, prefix - 1)} {seen}" in attended.stdout
+        )
+        rows = re.findall(r"^ +(\d+)  '.*' +-?\d+\.\d+ +-?\d+\.\d+ +\d\.\d+", attended.stdout, re.MULTILINE)
+        assert [int(j) for j in rows] == list(range(max(query, prefix - 1) + 1))  # the keys it sees, traced
+    hatch, hidden = drawn[-1][3:]
+    assert hatch and torch.equal(hidden, reading.hidden)  # the triangle after the prefix, not the plain one

@@ -1,19 +1,26 @@
-"""report.py and the sweep callback on what a crash or a kill leaves, and the figure against a swept number."""
+"""report.py and the sweep callback on what a crash or a kill leaves, the figure against a swept number, and runs of
+different tasks scored on the same tokens (--after-prefix)."""
 
 import logging
+import statistics
 from pathlib import Path
 
 import pytest
+import torch
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from test_summary import fake_run, read_csv, run_report
+from torch.nn.functional import cross_entropy
 from torch.utils.tensorboard import SummaryWriter
 
-from conftest import ROOT
+from conftest import ROOT, SWEEP, train_sweep
+from summary.after_prefix import after_prefix_loss
 from summary.against import sweep_lines
 from summary.runs import SummaryError, read_runs
 from summary.summarize import summarize
+from task import IGNORE
+from viewer.checkpoints import load
 
 PNG = b"\x89PNG"
 
@@ -137,6 +144,8 @@ def test_report_against_a_key_that_is_no_swept_number_fails_in_one_line(tmp_path
 
 def sweep_summary(*overrides: str):
     """The callback as Hydra builds it from configs/train.yaml and the command line's overrides."""
+    import train  # noqa: F401  registers the schema, configs/train.yaml's first default (run alone, nothing else has)
+
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
         config = compose("train", overrides=list(overrides), return_hydra_config=True)
     return instantiate(config.hydra.callbacks.sweep_summary)
@@ -166,3 +175,48 @@ def test_the_sweep_callback_with_an_x_it_does_not_sweep_still_writes_the_summary
     sweep_summary("hydra.callbacks.sweep_summary.x=model.d_k").on_multirun_end(end_of_sweep(tmp_path))
     assert "cannot plot against model.d_k: the runs do not sweep it" in caplog.text
     assert (tmp_path / "summary.csv").exists() and (tmp_path / "summary_optim.lr.png").exists()
+
+
+@pytest.mark.slow
+def test_after_prefix_scores_every_next_token_run_on_the_same_tokens_and_groups_the_seeds(tmp_path, cache_dir):
+    patterns, numbered = "+mask=causal_lm,prefix_lm,fully_visible", "hydra.sweep.subdir=${hydra.job.num}"  # short names
+    train_sweep(
+        tmp_path, cache_dir, "+experiment=masks", *SWEEP, patterns, "model.n_layer=1", "trainer.seed=0,1", numbered
+    )
+    result = run_report(str(tmp_path), "--after-prefix", "0.5")
+    assert result.returncode == 0, result.stderr
+    windows, found = {}, {}
+    for run in read_runs([tmp_path]):
+        pattern = next(override for override in run.overrides if override.startswith("+mask="))
+        found.setdefault(pattern, []).append((run.path, after_prefix_loss(run.path / "last.pt", 0.5, windows)))
+    (batches,) = windows.values()  # one draw of windows, for every run
+    prefix = 16  # half of SWEEP's model.block_size=32
+    assert all((y[:, : prefix - 1] == IGNORE).all() and (y[:, prefix - 1 :] != IGNORE).all() for _, y in batches)
+    path, loss = found["+mask=causal_lm"][0]
+    causal = load(path / "last.pt").model
+    scored = [cross_entropy(causal(x)[:, prefix - 1 :].flatten(0, 1), y[:, prefix - 1 :].flatten()) for x, y in batches]
+    assert loss == pytest.approx(torch.stack(scored).mean().item(), abs=1e-6)
+    lines = result.stdout.splitlines()
+    for pattern in ("causal_lm", "prefix_lm"):
+        losses = [loss for _, loss in found[f"+mask={pattern}"]]
+        spread = f"{statistics.mean(losses):.3f} ± {statistics.stdev(losses):.3f}"
+        seeds = f"({', '.join(f'{loss:.3f}' for loss in losses)})"
+        assert f"| +mask={pattern} | {spread} | {seeds} |" in lines
+    assert "| +mask=fully_visible |  |  |" in lines
+    skipped = [
+        line for line in lines if line.endswith("not scored, its task predicts no next token (task=fill_blank).")
+    ]
+    assert len(skipped) == 2
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--after-prefix", "1"], "argument --after-prefix: '1': the share of each window in the prefix"),
+        (["--after-prefix", "0.5", "--x", "optim.lr"], "--x goes with the summary"),
+    ],
+)
+def test_after_prefix_refuses_a_share_or_an_option_it_cannot_take_in_one_line(tmp_path, args, message):
+    finished_run(tmp_path / "16")
+    result = run_report(str(tmp_path), *args)
+    assert result.returncode == 2 and message in result.stderr and len(result.stderr.splitlines()) == 1
