@@ -9,7 +9,7 @@ from torch import Tensor
 
 from model.config import Mixer
 from model.mask import CAUSAL, Mask
-from task.base import IGNORE, Batch, Curve, Evaluation, RunSettings, register
+from task.base import IGNORE, Batch, Curve, Evaluation, RunSettings, Words, register
 from task.curves import MASK_PUT_BACK, batches_loss
 from task.next_token import NextToken
 
@@ -31,6 +31,17 @@ class PrefixLM(NextToken):
     name = "prefix_lm"
     keys = ("prefix_share",)
     too_short = "the text ends inside the prefix, where nothing is scored: give more tokens than the prefix holds"
+    # A query inside the prefix has no target, as the text's last token has none: it is not scored, not missing.
+    words = Words(
+        "next token",
+        "nothing scored here: the prefix, or the text's end",
+        "what the look contributes needs a scored next token: this query is in the prefix or ends the text",
+        "future masked",
+        "masking the future",
+        "the prediction was read, not inferred",
+        "part of the prediction was read, part inferred",
+        "what it read ahead pointed elsewhere",
+    )
     curves = {
         "val_causal": MASK_PUT_BACK,
         "val_closed": Curve(prefix_closed, "the prefix closed: the causal mask over the whole window"),
