@@ -262,7 +262,8 @@ def test_the_page_writes_values_as_python_writes_them(page):
     @examples(150)
     @given(value=JSON_VALUES, p=st.floats(0, 1) | st.sampled_from(PROBABILITIES), places=st.sampled_from([2, 4, 7]))
     def check(value, p, places):
-        assume(not any(unicodedata.category(c) == "Cn" for c in json.dumps(value, ensure_ascii=False)))
+        # Nor lone surrogates: no text a person types holds one, and JSON's round trip pairs two of them into one.
+        assume(not any(unicodedata.category(c) in ("Cn", "Cs") for c in json.dumps(value, ensure_ascii=False)))
         seen, written = page.evaluate(
             """([text, p, places]) => {
               const value = JSON.parse(text);

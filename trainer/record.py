@@ -88,7 +88,7 @@ class Recorder:
         self.tokens_per_step = settings.batch_size * run.config.model.block_size * run.ranks.world_size
         self.drawing, self.drawn = ThreadPoolExecutor(max_workers=1), []  # figures drawn while training goes on
         if not resumed:
-            log_mask(self.writer, run.model, run.task.mask, f"task={run.task.name}", self.draw)
+            log_mask(self.writer, run.model, run.task.mask, f"task={run.task.name}", self._draw_later)
         self.clock_started = time.perf_counter()
 
     def __enter__(self) -> "Recorder":
@@ -99,7 +99,7 @@ class Recorder:
         self.drawing.shutdown(wait=True)
         self.writer.close()
 
-    def draw(self, job: Callable[[], None]) -> None:
+    def _draw_later(self, job: Callable[[], None]) -> None:
         """Runs the drawing `job` on the drawing thread, while training goes on."""
         self.drawn.append(self.drawing.submit(job))
 
@@ -140,7 +140,7 @@ class Recorder:
             self.run.task.tokenizer,
             step,
             self.label,
-            self.draw,
+            self._draw_later,
             self.run.task.mask,
             self.run.task.targets_ahead,
         )
