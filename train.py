@@ -29,7 +29,7 @@ from trainer.evaluate import estimate_loss
 from trainer.memory import check_memory
 from trainer.optim import learning_rate
 from trainer.record import NullRecorder, Recorder, recorder_for, tensorboard_command
-from trainer.resume import checkpoint_to_resume, resumed_config
+from trainer.resume import checkpoint_to_resume, finished_already, resumed_config
 from trainer.run import TrainingRun, build_run
 from trainer.run_dir import (
     RunLock,
@@ -133,6 +133,9 @@ def main(cfg: DictConfig) -> float:
         checkpoint, run_dir = None, Path(HydraConfig.get().runtime.output_dir)
         if path := checkpoint_to_resume(cfg.trainer.resume, run_dir):
             checkpoint, run_dir = load_checkpoint(path), resume_dir(path)  # an older best.pt branches
+            if done := finished_already(cfg.trainer.resume, checkpoint, path, cfg.trainer.max_steps):
+                log.info(done)
+                return checkpoint["best_val"]  # what a sweeper reads of a run it cannot train again
             config = resumed_config(checkpoint["config"], cfg, HydraConfig.get().overrides.task, checkpoint["step"])
             if run_dir != path.parent:
                 log.warning(branch_note(path, run_dir, checkpoint["step"]))

@@ -97,6 +97,20 @@ def test_resume_may_raise_max_steps(tmp_path, cache_dir, uninterrupted):
     assert torch.load(run_dir / "last.pt", weights_only=True)["step"] == 80
 
 
+def test_resume_auto_on_a_finished_run_says_so_and_trains_nothing(tmp_path, cache_dir, uninterrupted):
+    """A sweep run again with trainer.resume=auto to finish it goes past a job that had ended, which a checkpoint
+    named outright would refuse (it asks to train on)."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    for name in ("last.pt", "best.pt"):
+        (run_dir / name).write_bytes((uninterrupted / name).read_bytes())
+    before = (run_dir / "last.pt").stat().st_mtime_ns
+    again = cli("train.py", *settings(run_dir, cache_dir, "trainer.resume=auto"))
+    assert again.returncode == 0, again.stderr
+    assert f"{run_dir}: finished at step 60 already (trainer.resume=auto): nothing to train" in again.stdout
+    assert (run_dir / "last.pt").stat().st_mtime_ns == before and not list(run_dir.glob("events.*"))
+
+
 def test_non_finite_loss_stops_at_once_naming_the_step_and_keeps_the_last_good_checkpoint(
     tmp_path, cache_dir, monkeypatch
 ):

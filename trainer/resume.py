@@ -51,6 +51,18 @@ def checkpoint_to_resume(resume: Optional[str], run_dir: Path) -> Optional[Path]
     return path
 
 
+def finished_already(resume: Optional[str], checkpoint: dict, path: Path, max_steps: int) -> Optional[str]:
+    """Under trainer.resume=auto, the line that says the run `path` holds has ended already (its step at the
+    max_steps asked for), else None: a sweep run again to finish it, or a requeued job, goes on to its next job. A
+    checkpoint named outright is refused instead (resumed_config), as the person asked to train on."""
+    if resume != AUTO or checkpoint["step"] < max_steps:
+        return None
+    return (
+        f"{path.parent}: finished at step {checkpoint['step']} already (trainer.resume=auto): nothing to train; "
+        f"its best val/loss {checkpoint['best_val']:.4f}"
+    )
+
+
 def run_of_kept(kept: Path) -> Path:
     """The run directory a kept checkpoint belongs to: RUN for RUN/steps/step-N.pt."""
     return kept.parent.parent if kept.parent.name == KEPT else kept.parent
