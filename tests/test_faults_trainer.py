@@ -125,7 +125,7 @@ def test_compile_on_a_cpu_says_so_in_one_line_before_compiling_and_the_evaluatio
 
 # Announces the import of `name`, then takes `seconds` over it (inside the import machinery, as a slow disk would).
 SLOW_IMPORT = """
-import importlib.machinery
+import importlib.machinery, os
 class SlowImport:
     def find_spec(self, name, path, target=None):
         if name != {name!r}:
@@ -137,7 +137,10 @@ class SlowImport:
                 return loader.create_module(spec)
             def exec_module(self, module):
                 print("importing", name, flush=True)
-                time.sleep({seconds})
+                # held {seconds} s, or until the test says its signal is sent (the file {release!r} made)
+                held = time.monotonic() + {seconds}
+                while time.monotonic() < held and not os.path.exists({release!r}):
+                    time.sleep(0.01)
                 loader.exec_module(module)
                 print("imported", name, flush=True)
         spec.loader = Slow()
@@ -150,7 +153,7 @@ sys.meta_path.insert(0, SlowImport())
 @pytest.mark.parametrize("received", [signal.SIGINT, signal.SIGTERM])
 def test_a_stop_while_torch_is_imported_ends_in_one_line_with_128_plus_the_signal(received, tmp_path):
     # The import holds until the signal ends the process: it lands while torch is imported, however loaded the machine.
-    run = started(SLOW_IMPORT.format(name="torch", seconds=3600), f"hydra.run.dir={tmp_path / 'run'}")
+    run = started(SLOW_IMPORT.format(name="torch", seconds=3600, release=""), f"hydra.run.dir={tmp_path / 'run'}")
     wait_for(run, "importing torch")
     run.send_signal(received)
     assert run.wait(timeout=30) == 128 + received
@@ -165,12 +168,13 @@ def test_a_stop_during_an_import_later_on_waits_for_the_import_to_finish_then_en
     # The first AdamW imports torch._dynamo, while the run is built: an exception raised inside that import once
     # left it half done, and the run crashed at its first checkpoint ("ImportError: initialization failed").
     run = started(
-        SLOW_IMPORT.format(name="torch._dynamo", seconds=2), *SHORT, f"data.cache_dir={cache_dir}",
-        f"hydra.run.dir={tmp_path / 'run'}",
+        SLOW_IMPORT.format(name="torch._dynamo", seconds=3600, release=str(tmp_path / "sent")), *SHORT,
+        f"data.cache_dir={cache_dir}", f"hydra.run.dir={tmp_path / 'run'}",
     )  # fmt: skip
     wait_for(run, "importing torch._dynamo")
-    run.send_signal(signal.SIGINT)
-    assert run.wait(timeout=30) == 128 + signal.SIGINT
+    run.send_signal(signal.SIGINT)  # inside the import, whatever the machine's load: it goes on only once this is sent
+    (tmp_path / "sent").touch()  # the signal is pending before kill() returns: taken before the import can end
+    assert run.wait(timeout=30) == 128 + signal.SIGINT, run.stderr.read()
     assert "imported torch._dynamo" in run.stdout.read()  # the import went to its end before the stop
     # The signal is taken again 50 ms after the import ends (trainer/stopping.py): on a loaded machine the run may
     # be in its loop by then, and stops after its step as any Ctrl-C there does. Either way, one line.

@@ -174,9 +174,10 @@ def test_a_method_a_route_does_not_serve_is_answered_405_with_the_methods_it_ser
 @pytest.mark.slow
 @pytest.mark.parametrize("script", ["sample.py", "attend.py", "report.py"])
 def test_a_ctrl_c_while_an_entry_point_imports_torch_ends_in_one_line_with_130(script, tmp_path):
+    held_import = SLOW_IMPORT.format(name="torch", seconds=3600, release="")
     run_script = f'sys.argv = [{script!r}, *sys.argv[1:]]; runpy.run_path({script!r}, run_name="__main__")'
     started = subprocess.Popen(
-        [sys.executable, "-u", "-c", f"import runpy, sys, time\n{SLOW_IMPORT.format(name='torch', seconds=3600)}\n"
+        [sys.executable, "-u", "-c", f"import runpy, sys, time\n{held_import}\n"
          f"{run_script}", str(tmp_path)],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint,
     )  # fmt: skip
