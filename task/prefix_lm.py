@@ -4,12 +4,14 @@ rest is scored: each token after the prefix predicted from the whole prefix and 
 mask: the batches are next-token prediction's, with the prefix's own predictions left unscored (each of them could
 read its answer inside the prefix)."""
 
+from dataclasses import replace
+
 import torch
 from torch import Tensor
 
 from model.config import Mixer
 from model.mask import CAUSAL, Mask
-from task.base import IGNORE, Batch, Curve, Evaluation, RunSettings, Words, register
+from task.base import IGNORE, Batch, Curve, Evaluation, RunSettings, register
 from task.curves import MASK_PUT_BACK, batches_loss
 from task.next_token import NextToken
 
@@ -32,15 +34,11 @@ class PrefixLM(NextToken):
     keys = ("prefix_share",)
     too_short = "the text ends inside the prefix, where nothing is scored: give more tokens than the prefix holds"
     # A query inside the prefix has no target, as the text's last token has none: it is not scored, not missing.
-    words = Words(
-        "next token",
-        "nothing scored here: the prefix, or the text's end",
-        "what the look contributes needs a scored next token: this query is in the prefix or ends the text",
-        "future masked",
-        "masking the future",
-        "the prediction was read, not inferred",
-        "part of the prediction was read, part inferred",
-        "what it read ahead pointed elsewhere",
+    words = replace(
+        NextToken.words,
+        missing="nothing scored here: the prefix, or the text's end",
+        no_counterfactual="what the look contributes needs a scored next token: this query is in the prefix or ends "
+        "the text",
     )
     curves = {
         "val_causal": MASK_PUT_BACK,
