@@ -30,7 +30,7 @@ const YLORRD = ["#ffffcc", "#ffeda0", "#fed976", "#feb24c", "#fd8d3c", "#fc4e2a"
 const HIDDEN = "rgba(255, 127, 14, 0.6)"; // tab:orange hatching, the keys the task's mask hides
 const DIAGONAL = "#d62728"; // tab:red, dashed, j = i
 const WIDGET_CLASS = "tinylm-attention"; // widget.py scopes style.css to it
-const TYPING_PAUSE_MS = 120; // a request when typing (or dragging the step selector) pauses this long
+const TYPING_PAUSE_MS = 120; // a request to a server when typing (or dragging the step selector) pauses this long
 const FIGURE_PX = 520; // the heat map's side for a long text; short texts get larger cells
 const PANELS_AT_START = 4; // runs ticked when the tab opens
 const PROMPT_SHOWN = 60; // characters of the prompt shown before a continuation
@@ -58,10 +58,11 @@ const NOT_A_LIKELIHOOD =
 // TensorBoard calls render() with nothing: the tab fills the iframe's page. A host that passes an element gets the
 // tab drawn into it. anywidget passes the widget's model too: the panel asks the kernel, in an element of the
 // widget's class, which its stylesheet (style.css inside that class) styles; what it returns ends the panel. A host
-// that passes `ask` answers the routes itself, as askServer's callers expect, and brings the stylesheet.
-async function render({ model, ask, el = document.body } = {}) {
+// that passes `ask` answers the routes itself, as askServer's callers expect, and brings the stylesheet; one that
+// answers in the page itself passes a shorter `pause` (ms), since no request then waits on a network.
+async function render({ model, ask, el = document.body, pause = TYPING_PAUSE_MS } = {}) {
   if (ask) {
-    await openTab(el, ask);
+    await openTab(el, ask, pause);
     return undefined;
   }
   if (!model) {
@@ -145,24 +146,25 @@ function latest(ask) {
   return asker;
 }
 
-// Runs `then` once calls to it pause for TYPING_PAUSE_MS: typing, dragging the step selector.
-function pause() {
+// Runs `then` once calls to it pause for `ms`: typing, dragging the step selector.
+function paused(ms) {
   let timer = null;
   const later = (then) => {
     clearTimeout(timer);
-    timer = setTimeout(then, TYPING_PAUSE_MS);
+    timer = setTimeout(then, ms);
   };
   later.stop = () => clearTimeout(timer);
   return later;
 }
 
-// The tab: the controls on top, then one panel per ticked run. `tab` holds what the panels share: the transport,
-// the controls, the text as of the last pause, the open panels and the losses' colour scale; returned once the runs
-// are listed.
-async function openTab(root, ask) {
+// The tab: the controls on top, then one panel per ticked run. `tab` holds what the panels share: the transport and
+// its typing pause, the controls, the text as of the last pause, the open panels and the losses' colour scale;
+// returned once the runs are listed.
+async function openTab(root, ask, pause = TYPING_PAUSE_MS) {
   const controls = controlsView();
   const shelf = h("section", { class: "panels" });
-  const tab = { ask, controls, shelf, text: "", panels: new Map(), boxes: new Map(), scale: {}, later: pause() };
+  const later = paused(pause);
+  const tab = { ask, pause, later, controls, shelf, text: "", panels: new Map(), boxes: new Map(), scale: {} };
   root.replaceChildren(h("main", { class: "tab" }, controls.element, shelf));
   const askAll = () => {
     tab.text = controls.text.value;
@@ -462,7 +464,7 @@ function stepView(panel) {
     const { step, files } = steps[Number(slider.value)];
     readout.textContent = `step ${step} · ${files.join(", ")} · ${Number(slider.value) + 1} of ${steps.length}`;
   };
-  const later = pause();
+  const later = paused(panel.tab.pause);
   slider.addEventListener("input", () => {
     describe();
     panel.question.step = steps[Number(slider.value)].step;
