@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
+from test_faults_trainer import HOLD_AFTER_EVALUATION
 
 NOTEBOOK_EXTRA = ("nbclient", "jupytext", "ipykernel", "anywidget")
 
@@ -201,20 +202,18 @@ def test_an_interrupt_while_lab_loads_its_modules_waits_for_them_then_ends_in_on
 @pytest.mark.slow
 def test_an_interrupted_sweep_says_how_to_finish_it_and_the_cells_that_read_it_say_it_is_unfinished(lesson, tmp_path):
     """The leak sweep stopped in its first job: the cell says how to finish it in the notebook's own call, a cell that
-    reads it refuses it in one line, and the call it gave finishes it (400 steps a job: the stop comes mid-job)."""
+    reads it refuses it in one line, and the call it gave finishes it. The first job holds after its evaluation of
+    step 40 until the interrupt has come (HOLD_AFTER_EVALUATION, run in the kernel), so the stop comes mid-job."""
     client, _ = lesson
     sweep = tmp_path / "leak"
+    run_cell(client, HOLD_AFTER_EVALUATION.format(step=40))
     interrupter = threading.Thread(target=interrupt_once_saved, args=(client, sweep, "0_*/last.pt"))
     interrupter.start()
     try:
-        settings = f'*size.overrides, "trainer.max_steps=400", "hydra.sweep.dir={sweep}"'
-        cell = run_cell(client, f'stopped = lab.train("+experiment=leak", {settings})')
+        cell = run_cell(client, f'stopped = lab.train("+experiment=leak", *size.overrides, "hydra.sweep.dir={sweep}")')
     finally:
         interrupter.join()
-    finish = (
-        f'lab.train("+experiment=leak", "+notebook=test", "trainer.max_steps=400", "hydra.sweep.dir={sweep}", '
-        '"trainer.resume=auto")'
-    )
+    finish = f'lab.train("+experiment=leak", "+notebook=test", "hydra.sweep.dir={sweep}", "trainer.resume=auto")'
     stderr = "".join(output.text for output in cell.outputs if output.get("name") == "stderr")
     assert stderr.endswith(f"the sweep stopped before its end; finish it with {finish}\n")
     assert all(output.output_type != "error" for output in cell.outputs)
