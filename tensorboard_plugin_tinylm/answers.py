@@ -26,6 +26,7 @@ from viewer.readings import (
     verdict,
 )
 from viewer.runs import RunCheckpoints, list_runs, load_at, run_checkpoints
+from viewer.words import words_of
 
 DIGITS = 7  # decimals sent: far below what a person reads, and the numbers equal the reference path's to 1e-6
 MAX_GENERATE = 500  # tokens /generate writes at most: a paragraph, in seconds on a default model
@@ -88,7 +89,7 @@ def attention(logdir: Path | None, request: object) -> dict:
         "step": checkpoint.step,
         "task": task.name,  # what it was trained to predict: next_token, fill_blank
         "continues_text": task.continues_text,
-        "words": asdict(task.words),  # how the panel speaks of the task's predictions (task/base.py's Words)
+        "words": asdict(words_of(task)),  # every phrase the panel says of the task (viewer/words.py)
         "blanks": [i for i, token in enumerate(reading.ids) if token == task.blank],  # the hidden positions
         **trace_json(reading, layer),
         "file": relative(path, entry),

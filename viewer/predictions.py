@@ -19,10 +19,11 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from model import CAUSAL, Look, Mask, TinyLM
-from task.base import StripKind, Words
+from task.base import StripKind
 from trainer.diagnostics import token_labels
 from viewer.checkpoints import Checkpoint
 from viewer.readings import Reading
+from viewer.words import Words, words_of
 
 TOP = 5  # tokens shown per position
 COUNTERFACTUALS = ("masked", "uniform", "no_look")  # (b), (c), (d); (a) is the text's own forward's
@@ -203,7 +204,7 @@ def counterfactuals(
     for i in queries:
         numbers = {"trained": trained[i, asked[i]].item(), **{kind: p[i, kind] for kind in COUNTERFACTUALS}}
         label = token_labels(checkpoint.tokenizer, [asked[i]])[0]
-        found[i] = Counterfactual(**numbers, target=label, words=words(label, numbers, causal, task.words))
+        found[i] = Counterfactual(**numbers, target=label, words=words(label, numbers, causal, words_of(task)))
     return found
 
 
