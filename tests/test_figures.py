@@ -13,9 +13,9 @@ from torch.utils.tensorboard import SummaryWriter
 
 from summary.against import plot_against
 from summary.figures import Mark, add_differences, plot_chosen, plot_curves
-from summary.looks import encode
 from summary.runs import SummaryError, read_runs, swept_keys
 from summary.seeds import by_configuration
+from summary.styles import encode
 from summary.summarize import draw_chosen, draw_patterns
 
 PNG = b"\x89PNG"
@@ -41,15 +41,15 @@ def test_a_sweep_of_one_number_has_no_line_style_legend(tmp_path):
     runs = sweep(tmp_path, {"model.mask_value": [-1e4, float("-inf")]})
     encoding = encode(runs, swept_keys(runs))
     assert [label for label, _ in encoding.legend] == ["model.mask_value", "-inf", "-10000"]
-    assert {look.linestyle for look in encoding.looks} == {"-"}
+    assert {style.linestyle for style in encoding.styles} == {"-"}
 
 
 def test_a_key_of_two_words_gives_the_line_style_where_no_switch_is_swept(tmp_path):
     runs = sweep(tmp_path, {"data.distance": [4, 16, 32], "model.mixer": ["attention", "gru"]})
     encoding = encode(runs, swept_keys(runs))
-    assert [look.linestyle for look in encoding.looks] == ["-", "--"] * 3  # attention solid, gru dashed
-    assert len({repr(look.color) for look in encoding.looks}) == 3  # a colour per distance
-    labels = [(label, look and look.linestyle) for label, look in encoding.legend]
+    assert [style.linestyle for style in encoding.styles] == ["-", "--"] * 3  # attention solid, gru dashed
+    assert len({repr(style.color) for style in encoding.styles}) == 3  # a colour per distance
+    labels = [(label, style and style.linestyle) for label, style in encoding.legend]
     colours = [("data.distance", None), ("4", "-"), ("16", "-"), ("32", "-")]
     assert labels == [*colours, ("model.mixer", None), ("attention", "-"), ("gru", "--")]
 
@@ -57,7 +57,7 @@ def test_a_key_of_two_words_gives_the_line_style_where_no_switch_is_swept(tmp_pa
 def test_a_switch_still_gives_the_style_beside_a_key_of_two_words(tmp_path):
     runs = sweep(tmp_path, {"model.mixer": ["attention", "gru"], "model.scale": [True, False]})
     encoding = encode(runs, swept_keys(runs))
-    assert [look.linestyle for look in encoding.looks] == ["-", "--"] * 2
+    assert [style.linestyle for style in encoding.styles] == ["-", "--"] * 2
     assert [label for label, _ in encoding.legend] == [
         "model.mixer",
         "attention",
