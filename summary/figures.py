@@ -1,6 +1,6 @@
-"""The sweep summary as a figure: summary.png, the curves of every run against the step. And the figures report.py
-draws when asked: chosen tags against the step (plot_chosen), the attention pictures of runs side by side
-(plot_patterns)."""
+"""The sweep summary as a figure: summary.png, the curves of every run against the step, with the masks the runs
+trained with drawn below them. And the figures report.py draws when asked: chosen tags against the step
+(plot_chosen), with the masks too, the attention pictures of runs side by side (plot_patterns)."""
 
 import io
 import math
@@ -11,10 +11,11 @@ from pathlib import Path
 import matplotlib.image
 import numpy as np
 from matplotlib.axes import Axes
-from matplotlib.figure import Figure
+from matplotlib.figure import Figure, SubFigure
 from matplotlib.lines import Line2D
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from summary.masks import trained_mask
 from summary.runs import RunCurves, SummaryError, shared_of, swept_keys
 from summary.seeds import SEED, Configuration, unfinished_runs
 from summary.styles import NEUTRAL, LegendEntries, Style, encode
@@ -23,6 +24,7 @@ from trainer.tags import loss_tag
 
 MASK = "model.causal"  # where swept, it gives the line style: unmasked dashed beside its dotted forced-mask line
 FORCED_MASK = Style(NEUTRAL, ":", "x")  # a leaking run's honest loss (val/loss_causal): dotted, x markers, its colour
+MASK_INCHES = 3.6  # the height of the row of masks below the curves: their words still read at 80 dpi
 
 
 def plot_curves(runs: list[RunCurves] | list[Configuration], path: Path) -> None:
@@ -31,8 +33,8 @@ def plot_curves(runs: list[RunCurves] | list[Configuration], path: Path) -> None
     attn/entropy (recurrent models), its panel is left out."""
     encoding = encode(runs, swept_keys(runs), style_first=MASK)
     with_entropy = any(run.curves.get("attn/entropy") for run in runs)
-    figure = Figure(figsize=(11 if with_entropy else 6.5, 4), layout="constrained")
-    losses, *rest = figure.subplots(1, 1 + with_entropy, squeeze=False)[0]
+    figure, curves = with_masks((11 if with_entropy else 6.5, 4), trained_masks(runs))
+    losses, *rest = curves.subplots(1, 1 + with_entropy, squeeze=False)[0]
     honest = {run.name: tag for run in runs if (tag := honest_tag(run))}
     for run, style in zip(runs, encoding.styles):
         draw(losses, run.curves.get("val/loss"), style, run.band("val/loss"))
@@ -58,6 +60,33 @@ def plot_curves(runs: list[RunCurves] | list[Configuration], path: Path) -> None
     if title:
         figure.suptitle(title.strip(), fontsize="small")  # clear of the legend
     figure.savefig(path, dpi=80)
+
+
+def trained_masks(items: list[RunCurves] | list[Configuration]) -> list[np.ndarray]:
+    """The masks the runs trained with, each once, in the runs' order, each drawn as its attn/mask picture
+    (summary/masks.py; the seeds of a configuration train with their first run's). A run without one adds none."""
+    masks: list[np.ndarray] = []
+    for item in items:
+        run = seed_runs(item)[0]
+        picture = trained_mask(run.path) if run.path is not None else None
+        if picture is not None and not any(np.array_equal(picture, known) for known in masks):
+            masks.append(picture)
+    return masks
+
+
+def with_masks(size: tuple[float, float], masks: list[np.ndarray]) -> tuple[Figure, Figure | SubFigure]:
+    """A figure of `size` inches for the curves, and a row of `masks` below them, each picture as the run drew it:
+    the figure, and where the curves go (the figure itself where there is no mask)."""
+    if not masks:
+        figure = Figure(figsize=size, layout="constrained")
+        return figure, figure
+    width, height = size
+    figure = Figure(figsize=(width, height + MASK_INCHES), layout="constrained")
+    curves, row = figure.subfigures(2, 1, height_ratios=[height, MASK_INCHES])
+    for axes, picture in zip(row.subplots(1, len(masks), squeeze=False)[0], masks):
+        axes.imshow(as_rgba(picture), interpolation="antialiased")
+        axes.axis("off")
+    return figure, curves
 
 
 def seeds_note(items: list[RunCurves] | list[Configuration]) -> str:
@@ -190,8 +219,8 @@ def plot_chosen(
     encoding = encode(items, swept_keys(items))
     columns = min(len(specs), CHOSEN_COLUMNS)
     rows = math.ceil(len(specs) / columns)
-    figure = Figure(figsize=(4.4 * columns + 2, 3.4 * rows + 0.6), layout="constrained")
-    cells = list(figure.subplots(rows, columns, squeeze=False).flat)
+    figure, curves = with_masks((4.4 * columns + 2, 3.4 * rows + 0.6), trained_masks(items))
+    cells = list(curves.subplots(rows, columns, squeeze=False).flat)
     seeds = sorted({run.settings.get(SEED) for item in items for run in seed_runs(item)}, key=repr)
     marker_of = {repr(seed): SEED_MARKERS[index % len(SEED_MARKERS)] for index, seed in enumerate(seeds)}
     for spec, axes in zip(specs, cells):

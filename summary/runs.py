@@ -7,7 +7,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from summary.events import Damage, damage
@@ -96,13 +96,19 @@ def read_run(run_dir: Path, root: Path) -> RunCurves | None:
     return RunCurves(name, overrides, curves, wall_s, max_steps, truncated, task, run_dir)
 
 
-def hydra_setting(run_dir: Path, key: str) -> Any:
-    """A setting in the run's Hydra config: its last resume's (trainer.resume) where it was resumed; None for a run
-    Hydra did not start, or a key its config lacks."""
+def hydra_config(run_dir: Path) -> DictConfig | None:
+    """The run's Hydra config: its last resume's (trainer.resume) where it was resumed; None for a run Hydra did not
+    start."""
     hydra_dir = run_dir / ".hydra"
     configs = [hydra_dir / "config.yaml", *sorted(hydra_dir.glob("resume-*/config.yaml"))]  # resume-DATE_TIME
     found = [path for path in configs if path.exists()]
-    return OmegaConf.select(OmegaConf.load(found[-1]), key) if found else None
+    return OmegaConf.load(found[-1]) if found else None
+
+
+def hydra_setting(run_dir: Path, key: str) -> Any:
+    """A setting in the run's Hydra config (hydra_config); None where there is none, or a key its config lacks."""
+    config = hydra_config(run_dir)
+    return OmegaConf.select(config, key) if config is not None else None
 
 
 def read_runs(paths: list[Path]) -> list[RunCurves]:
