@@ -81,8 +81,10 @@ def with_masks(size: tuple[float, float], masks: list[np.ndarray]) -> tuple[Figu
         figure = Figure(figsize=size, layout="constrained")
         return figure, figure
     width, height = size
-    figure = Figure(figsize=(width, height + MASK_INCHES), layout="constrained")
-    curves, row = figure.subfigures(2, 1, height_ratios=[height, MASK_INCHES])
+    aspect = max(picture.shape[0] / picture.shape[1] for picture in masks)
+    below = min(MASK_INCHES, 0.8 * aspect * width / len(masks))  # no taller than the pictures side by side fill
+    figure = Figure(figsize=(width, height + below), layout="constrained")
+    curves, row = figure.subfigures(2, 1, height_ratios=[height, below])
     for axes, picture in zip(row.subplots(1, len(masks), squeeze=False)[0], masks):
         axes.imshow(as_rgba(picture), interpolation="antialiased")
         axes.axis("off")

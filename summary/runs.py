@@ -119,6 +119,18 @@ def read_runs(paths: list[Path]) -> list[RunCurves]:
     runs = [run for run in (read_run(run_dir, root) for run_dir in run_dirs) if run]
     if not runs:
         raise FileNotFoundError(f"{', '.join(map(str, paths))}: no readable TensorBoard events files")
+    return settled(runs)
+
+
+def settled(runs: list[RunCurves]) -> list[RunCurves]:
+    """The runs with each setting that another run's overrides give and a run's own do not taken from its Hydra
+    config (runs of two sweeps: one left model.positions at its default, learned), so that the legends and tables
+    name its value, not "not set", and it is grouped with runs that set the same value."""
+    keys = dict.fromkeys(key for run in runs for key in run.settings)
+    for run in runs:
+        for key in [key for key in keys if key not in run.settings and run.path is not None]:
+            if (value := hydra_setting(run.path, key)) is not None:
+                run.settings[key] = value
     return runs
 
 

@@ -223,3 +223,12 @@ def test_tensorboard_custom_scalars_chart_both_losses_of_every_run_on_one_set_of
     charts = [chart for category in layout["category"] for chart in category["chart"]]
     leak = [chart for chart in charts if chart["multiline"]["tag"] == ["^val/loss$", "^val/loss_causal$"]]
     assert len(leak) == 1 and layout["category"][0]["title"] == "leak"  # the leak sweep opens on its own charts
+
+
+def test_a_setting_another_runs_overrides_give_is_read_from_a_runs_config_not_left_unset(tmp_path):
+    fake_run(tmp_path / "masks" / "0_model.n_layer=1", {"val/loss": [2.0]}, ["model.n_layer=1"])
+    (tmp_path / "masks" / "0_model.n_layer=1" / ".hydra" / "config.yaml").write_text("model:\n  positions: learned\n")
+    fake_run(tmp_path / "order" / "0_model.positions=none", {"val/loss": [2.4]}, ["model.positions=none"])
+    masks, order = read_runs([tmp_path])  # two sweeps: the first left model.positions at its default
+    assert masks.settings["model.positions"] == "learned" and "model.n_layer" not in order.settings  # no config
+    assert swept_keys([masks, order]) == ["model.n_layer", "model.positions"]
