@@ -8,7 +8,6 @@ from pathlib import Path
 
 from data.errors import DataError
 from model.statistics import SATURATED
-from task.fill_blank import MARKER
 from trainer.checkpoint import CheckpointError
 from trainer.config import ConfigError
 from trainer.diagnostics import token_labels
@@ -61,7 +60,6 @@ def runs(logdir: Path | None) -> dict:
         "max_chars": MAX_CHARS,
         "max_generate": MAX_GENERATE,
         "temperatures": list(TEMPERATURES),
-        "marker": MARKER,
     }
     return {"runs": listed, "text": VALIDATION_LINE, **limits}
 

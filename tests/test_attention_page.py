@@ -91,7 +91,7 @@ def test_pointing_at_a_query_shows_the_cells_weight_and_the_future_in_the_unmask
     assert cell == f"a[3,5] = {expected:.3f}: query 'b' reading key ',' (j > i: the future)"
     row = panel.locator('table.steps tr[data-key="5"]')
     assert row.locator("td.weight").inner_text() == f"{expected:.3f}"
-    assert row.locator(".leak").inner_text() == "leak"
+    assert row.locator(".leak").inner_text() == "future"
     assert panel.locator("table.steps tr").count() == 1 + len(TEXT)  # every key, the future ones included
     assert panel.locator(".over-text .token.leak").count() == len(TEXT) - 4
     assert panel.locator(".over-text .token.query").inner_text() == "b"

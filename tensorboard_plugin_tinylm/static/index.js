@@ -1063,7 +1063,7 @@ function keyRow(answer, i, j, largest) {
   const weight = answer.weights[i][j];
   const bar = span("bar", "");
   Object.assign(bar.style, { width: `${(weight * 60).toFixed(1)}px`, background: blues(0.35 + weight * 0.65) });
-  const mark = h("td", { class: "mark" }, bar, ...(leaks(answer, i, j) ? [span("leak", "leak")] : []));
+  const mark = h("td", { class: "mark" }, bar, ...(leaks(answer, i, j) ? [span("leak", "future")] : []));
   const cells = [
     h("td", { class: "j" }, j),
     h("td", { class: "token" }, answer.tokens[j]),
