@@ -36,6 +36,7 @@ from viewer.generation import temperature_problem
 from viewer.predictions import COUNTERFACTUALS, Predictions, Strip, predict, probability
 from viewer.readings import VALIDATION_LINE, Reading, cut_note, layer_problem, read, row_statistics, verdict
 from viewer.runs import RunCheckpoints, list_runs, load_at, steps_of
+from viewer.words import words_of
 
 FULL_VECTOR = 8  # y_i is printed whole up to this d_v, else by its size
 DOMINANT = 3  # the values step 4 names at most
@@ -116,7 +117,7 @@ def read_run(run: RunCheckpoints, config: AttendConfig) -> Report:
     reading = read(checkpoint, config.text)
     predictions = predict(checkpoint, reading, config.layer, config.temperature)
     if predictions.problem:
-        raise ConfigError(f"text={config.text!r}: {checkpoint.task.too_short}")
+        raise ConfigError(f"text={config.text!r}: {words_of(checkpoint.task).too_short}")
     i = query_index(config.query, reading, predictions)
     return Report(run, path, checkpoint, reading, predictions, i)
 
@@ -195,7 +196,7 @@ def keys_seen(reading: Reading, causal: bool, i: int, last: int) -> str:
 
 def losses_text(reading: Reading, predictions: Predictions, i: int) -> str:
     """Every position's loss on its target, one strip a column, with the means the curves are named by."""
-    strips, word = predictions.strips, reading.task.words.target
+    strips, word = predictions.strips, words_of(reading.task).target
     width = max(14, *(len(strip.name) for strip in strips))
     header = f"  {'i':>4}  {'token':<8} {word.split()[0]:<8}" + "".join(f" {strip.name:>{width}}" for strip in strips)
     lines = [
@@ -218,7 +219,7 @@ def loss(value: float | None) -> str:
 
 def prediction_text(read_run: Report, temperature: float, layer: int) -> str:
     """The query's top five in each strip, its target's probability, and the counterfactual line."""
-    i, predictions, words = read_run.query, read_run.predictions, read_run.checkpoint.task.words
+    i, predictions, words = read_run.query, read_run.predictions, words_of(read_run.checkpoint.task)
     upcoming = predictions.strips[0].predictions[i].next
     target = f"the text's {words.target} is {upcoming!r}" if upcoming else words.missing
     lines = [

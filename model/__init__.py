@@ -1,6 +1,6 @@
 """The single-head attention language model of the lesson."""
 
-from model.attention import AttentionResult, Look, SingleHeadSelfAttention, attention, reference_path
+from model.attention import AttentionResult, Probe, SingleHeadSelfAttention, attention, reference_path
 from model.config import Mixer, ModelConfig, Positions, QKInit
 from model.mask import CAUSAL, Mask, future_keys, mask_value
 from model.softmax_jacobian import softmax_jacobian_norm
@@ -16,12 +16,12 @@ from model.tinylm import (
 __all__ = [
     "CAUSAL",
     "AttentionResult",
-    "Look",
     "Mask",
     "MaskReading",
     "Mixer",
     "ModelConfig",
     "Positions",
+    "Probe",
     "QKInit",
     "SingleHeadSelfAttention",
     "TinyLM",

@@ -26,7 +26,7 @@ Reweigh = Callable[[Tensor], Tensor]  # weights (..., T, T) -> the weights to mi
 
 
 @dataclass
-class Look:
+class Probe:
     """The one way to see inside the attention of a forward pass: given to TinyLM's forward, every attention layer
     takes the reference path and appends its AttentionResult to `results`, in layer order; a layer whose index
     `reweigh` holds mixes its values with reweigh[layer](weights) instead of its own weights (a counterfactual look)."""
@@ -113,19 +113,19 @@ class SingleHeadSelfAttention(nn.Module):
                 W.reset_parameters()
 
     def forward(
-        self, x: Tensor, *, mask: Mask = CAUSAL, causal: bool | None = None, look: Optional[Look] = None
+        self, x: Tensor, *, mask: Mask = CAUSAL, causal: bool | None = None, probe: Optional[Probe] = None
     ) -> Tensor:
         """x (B, T, d_model) -> (B, T, d_model), each query reading the keys `mask` (the task's) leaves it.
 
         `causal` overrides the layer's own setting (model.causal), whether it applies the mask: True forces it on
-        (minus infinity, whatever the layer's mask_value), False takes it off. Given a `look`, the layer takes the
+        (minus infinity, whatever the layer's mask_value), False takes it off. Given a `probe`, the layer takes the
         reference path (the fused kernel returns no weights) and keeps its AttentionResult there. A training forward
         pass on the reference path keeps what its mask let through in `reading`.
         """
         value = self.mask_value if causal is None else -math.inf
         causal = self.causal if causal is None else causal
         q, k, v = self.project(x)
-        if look is None and not reference_path(self.config, causal, value):
+        if probe is None and not reference_path(self.config, causal, value):
             # The fused kernel, on views (B, 1 head, T, d) of the projection: scale=1.0 switches the division off.
             # Its CPU flash path wants d_k == d_v; otherwise it takes its math path, which at tinylm's block sizes
             # is faster than zero-padding q, k, v to one width (docs/benchmark.md). The triangle is its is_causal
@@ -139,7 +139,7 @@ class SingleHeadSelfAttention(nn.Module):
             )
             return self.W_O(y[:, 0])
         settings = {"scale": self.scale, "causal": causal, "mask": mask, "softcap": self.softcap, "mask_value": value}
-        result = look.attend(q, k, v, **settings) if look is not None else attention(q, k, v, **settings)
+        result = probe.attend(q, k, v, **settings) if probe is not None else attention(q, k, v, **settings)
         if causal and self.training and torch.is_grad_enabled():
             self.reading = read_mask(result, mask.hidden_keys(x.size(1), x.device))
         return self.W_O(result.output)

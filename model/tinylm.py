@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.overrides import TorchFunctionMode
 
-from model.attention import Look, SingleHeadSelfAttention, reference_path
+from model.attention import Probe, SingleHeadSelfAttention, reference_path
 from model.config import Mixer, ModelConfig, Positions
 from model.mask import CAUSAL, Mask, mask_value
 
@@ -101,10 +101,10 @@ class Block(nn.Module):
         self.ln_mlp = nn.LayerNorm(config.d_model) if config.mlp else None
         self.mlp = MLP(config) if config.mlp else None
 
-    def forward(self, x: Tensor, mask: Mask, causal: Optional[bool] = None, look: Optional[Look] = None) -> Tensor:
-        """`mask`, `causal` and `look` as in TinyLM.forward; a recurrent block reads only the past and shows no look."""
+    def forward(self, x: Tensor, mask: Mask, causal: Optional[bool] = None, probe: Optional[Probe] = None) -> Tensor:
+        """`mask`, `causal` and `probe` as in TinyLM.forward; a recurrent block reads only the past, probed by none."""
         h = self.ln_attn(x)
-        mixed = self.recurrence(h) if self.attn is None else self.attn(h, mask=mask, causal=causal, look=look)
+        mixed = self.recurrence(h) if self.attn is None else self.attn(h, mask=mask, causal=causal, probe=probe)
         x = x + self.attn_dropout(mixed)
         if self.mlp is not None:
             x = x + self.mlp(self.ln_mlp(x))
@@ -136,7 +136,7 @@ class TinyLM(nn.Module):
         return [block.attn for block in self.blocks if block.attn is not None]
 
     def forward(
-        self, idx: Tensor, *, mask: Mask = CAUSAL, causal: Optional[bool] = None, look: Optional[Look] = None
+        self, idx: Tensor, *, mask: Mask = CAUSAL, causal: Optional[bool] = None, probe: Optional[Probe] = None
     ) -> Tensor:
         """Token ids (B, T) -> logits (B, T, vocab_size): what each position predicts (the task says of what; the
         loss is the task's, task/loss.py).
@@ -144,14 +144,14 @@ class TinyLM(nn.Module):
         `mask` is the task's (task.mask), given beside the batch: which keys each query may not see. The model
         applies it where config.causal says; `causal` overrides that: a model trained without the mask (or with a
         finite one), evaluated with the true mask (causal=True: minus infinity), can no longer read what it hides.
-        Given a `look`, every attention layer keeps its internals there (model/attention.py's Look).
+        Given a `probe`, every attention layer keeps its internals there (model/attention.py's Probe).
         """
         x = self.token_embedding(idx)
         if self.position_embedding is not None:
             x = x + self.position_embedding(torch.arange(idx.size(1), device=idx.device))
         x = self.dropout(x)
         for block in self.blocks:
-            x = block(x, mask, causal, look)
+            x = block(x, mask, causal, probe)
         return self.lm_head(self.ln_f(x))
 
     @torch.no_grad()

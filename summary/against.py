@@ -10,9 +10,9 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
 from summary.figures import add_legend, seeds_note
-from summary.looks import LegendEntries, Look, encode
 from summary.runs import RunCurves, SummaryError, is_number, shared_of, swept_keys
 from summary.seeds import Configuration, unfinished_runs
+from summary.styles import LegendEntries, Style, encode
 from trainer.tags import FINAL_TAGS
 
 AUTOMATIC = 3  # a swept number with this many values or more gets its figure unasked
@@ -23,7 +23,7 @@ MARKED = 8  # up to this many values (a grid) each gets its tick; more (a search
 
 @dataclass
 class SweepLine:
-    look: Look
+    style: Style
     runs: list[RunCurves]  # in the order of the plotted key's value
 
 
@@ -49,9 +49,9 @@ def sweep_lines(runs: list[RunCurves], key: str) -> tuple[list[SweepLine], Legen
     for run in sorted(runs, key=lambda run: run.settings[key]):
         groups.setdefault(repr([run.settings.get(other) for other in others]), []).append(run)
     if not others:  # a single line: nothing to tell apart
-        return [SweepLine(Look("C0"), group) for group in groups.values()], []
+        return [SweepLine(Style("C0"), group) for group in groups.values()], []
     encoding = encode([group[0] for group in groups.values()], others)
-    return [SweepLine(look, group) for look, group in zip(encoding.looks, groups.values())], encoding.legend
+    return [SweepLine(style, group) for style, group in zip(encoding.styles, groups.values())], encoding.legend
 
 
 def logged_tags(runs: list[RunCurves] | list[Configuration]) -> list[str]:
@@ -70,17 +70,17 @@ def draw_line(axes, line, tag: str, key: str) -> None:
     points = [(run.settings[key], run.final(tag), run) for run in line.runs if run.final(tag) is not None]
     if points:
         xs, ys, items = zip(*points)
-        axes.plot(xs, ys, line.look.linestyle, color=line.look.color, marker="o", markersize=4)
+        axes.plot(xs, ys, line.style.linestyle, color=line.style.color, marker="o", markersize=4)
         spreads = [item.spread(tag) if isinstance(item, Configuration) else None for item in items]
         if any(spread and spread.n > 1 for spread in spreads):  # from the lowest to the highest seed
             below = [0 if spread is None else spread.mean - spread.low for spread in spreads]
             above = [0 if spread is None else spread.high - spread.mean for spread in spreads]
-            axes.errorbar(xs, ys, yerr=[below, above], fmt="none", ecolor=line.look.color, capsize=3)
+            axes.errorbar(xs, ys, yerr=[below, above], fmt="none", ecolor=line.style.color, capsize=3)
     # Their final value is an earlier one: open markers, never part of a mean.
     finals = [(run.settings[key], run.final(tag)) for run in unfinished_runs(line.runs)]
     stopped = [(x, final) for x, final in finals if final is not None]
     if stopped:
-        axes.plot(*zip(*stopped), "o", color=line.look.color, markerfacecolor="white", markersize=6)
+        axes.plot(*zip(*stopped), "o", color=line.style.color, markerfacecolor="white", markersize=6)
 
 
 def plot_against(runs: list[RunCurves] | list[Configuration], key: str, path: Path) -> None:

@@ -1,6 +1,6 @@
-"""The sweep summary as a figure: summary.png, the curves of every run against the step. And the figures report.py
-draws when asked: chosen tags against the step (plot_chosen), the attention pictures of runs side by side
-(plot_patterns)."""
+"""The sweep summary as a figure: summary.png, the curves of every run against the step, with the masks the runs
+trained with drawn below them. And the figures report.py draws when asked: chosen tags against the step
+(plot_chosen), with the masks too, the attention pictures of runs side by side (plot_patterns)."""
 
 import io
 import math
@@ -11,18 +11,20 @@ from pathlib import Path
 import matplotlib.image
 import numpy as np
 from matplotlib.axes import Axes
-from matplotlib.figure import Figure
+from matplotlib.figure import Figure, SubFigure
 from matplotlib.lines import Line2D
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from summary.looks import NEUTRAL, LegendEntries, Look, encode
+from summary.masks import trained_mask
 from summary.runs import RunCurves, SummaryError, shared_of, swept_keys
 from summary.seeds import SEED, Configuration, unfinished_runs
+from summary.styles import NEUTRAL, LegendEntries, Style, encode
 from task import TASKS
 from trainer.tags import loss_tag
 
 MASK = "model.causal"  # where swept, it gives the line style: unmasked dashed beside its dotted forced-mask line
-FORCED_MASK = Look(NEUTRAL, ":", "x")  # a leaking run's honest loss (val/loss_causal): dotted, x markers, its colour
+FORCED_MASK = Style(NEUTRAL, ":", "x")  # a leaking run's honest loss (val/loss_causal): dotted, x markers, its colour
+MASK_INCHES = 3.6  # the height of the row of masks below the curves: their words still read at 80 dpi
 
 
 def plot_curves(runs: list[RunCurves] | list[Configuration], path: Path) -> None:
@@ -31,15 +33,15 @@ def plot_curves(runs: list[RunCurves] | list[Configuration], path: Path) -> None
     attn/entropy (recurrent models), its panel is left out."""
     encoding = encode(runs, swept_keys(runs), style_first=MASK)
     with_entropy = any(run.curves.get("attn/entropy") for run in runs)
-    figure = Figure(figsize=(11 if with_entropy else 6.5, 4), layout="constrained")
-    losses, *rest = figure.subplots(1, 1 + with_entropy, squeeze=False)[0]
+    figure, curves = with_masks((11 if with_entropy else 6.5, 4), trained_masks(runs))
+    losses, *rest = curves.subplots(1, 1 + with_entropy, squeeze=False)[0]
     honest = {run.name: tag for run in runs if (tag := honest_tag(run))}
-    for run, look in zip(runs, encoding.looks):
-        draw(losses, run.curves.get("val/loss"), look, run.band("val/loss"))
+    for run, style in zip(runs, encoding.styles):
+        draw(losses, run.curves.get("val/loss"), style, run.band("val/loss"))
         for entropy in rest:
-            draw(entropy, run.curves.get("attn/entropy"), look, run.band("attn/entropy"))
+            draw(entropy, run.curves.get("attn/entropy"), style, run.band("attn/entropy"))
         if run.name in honest:
-            forced = Look(look.color, FORCED_MASK.linestyle, FORCED_MASK.marker)
+            forced = Style(style.color, FORCED_MASK.linestyle, FORCED_MASK.marker)
             draw(losses, run.curves[honest[run.name]], forced, run.band(honest[run.name]))
     tags = ["val/loss", *dict.fromkeys(honest.values())]
     later = [value for run in runs for tag in tags for _, value in run.curves.get(tag, [])[1:]]
@@ -58,6 +60,35 @@ def plot_curves(runs: list[RunCurves] | list[Configuration], path: Path) -> None
     if title:
         figure.suptitle(title.strip(), fontsize="small")  # clear of the legend
     figure.savefig(path, dpi=80)
+
+
+def trained_masks(items: list[RunCurves] | list[Configuration]) -> list[np.ndarray]:
+    """The masks the runs trained with, each once, in the runs' order, each drawn as its attn/mask picture
+    (summary/masks.py; the seeds of a configuration train with their first run's). A run without one adds none."""
+    masks: list[np.ndarray] = []
+    for item in items:
+        run = seed_runs(item)[0]
+        picture = trained_mask(run.path) if run.path is not None else None
+        if picture is not None and not any(np.array_equal(picture, known) for known in masks):
+            masks.append(picture)
+    return masks
+
+
+def with_masks(size: tuple[float, float], masks: list[np.ndarray]) -> tuple[Figure, Figure | SubFigure]:
+    """A figure of `size` inches for the curves, and a row of `masks` below them, each picture as the run drew it:
+    the figure, and where the curves go (the figure itself where there is no mask)."""
+    if not masks:
+        figure = Figure(figsize=size, layout="constrained")
+        return figure, figure
+    width, height = size
+    aspect = max(picture.shape[0] / picture.shape[1] for picture in masks)
+    below = min(MASK_INCHES, 0.8 * aspect * width / len(masks))  # no taller than the pictures side by side fill
+    figure = Figure(figsize=(width, height + below), layout="constrained")
+    curves, row = figure.subfigures(2, 1, height_ratios=[height, below])
+    for axes, picture in zip(row.subplots(1, len(masks), squeeze=False)[0], masks):
+        axes.imshow(as_rgba(picture), interpolation="antialiased")
+        axes.axis("off")
+    return figure, curves
 
 
 def seeds_note(items: list[RunCurves] | list[Configuration]) -> str:
@@ -80,33 +111,33 @@ def honest_tag(item: RunCurves | Configuration) -> str | None:
 
 
 def draw(
-    axes: Axes, curve: list[tuple[int, float]] | None, look: Look, band: list | None = None, **line
+    axes: Axes, curve: list[tuple[int, float]] | None, style: Style, band: list | None = None, **line
 ) -> list[float]:
     """The curve (`line`: more of matplotlib's settings for it); and its band of (step, low, high), shaded in its
     colour, where it has one. Returns the values drawn."""
     drawn = []
     if curve:
         steps, values = zip(*curve)
-        axes.plot(steps, values, look.linestyle, color=look.color, marker=look.marker or ".", **line)
+        axes.plot(steps, values, style.linestyle, color=style.color, marker=style.marker or ".", **line)
         drawn += values
     if band:
         steps, lows, highs = zip(*band)
-        axes.fill_between(steps, lows, highs, color=look.color, alpha=0.2, linewidth=0)
+        axes.fill_between(steps, lows, highs, color=style.color, alpha=0.2, linewidth=0)
         drawn += lows + highs
     return drawn
 
 
 def add_legend(owner: Figure | Axes, entries: LegendEntries, **where) -> None:
     """One legend of headings (bold, no line) and the entries below them, each a line drawn as it is in the plot."""
-    handles = [Line2D([], [], linestyle="none") if look is None else legend_line(look) for _, look in entries]
+    handles = [Line2D([], [], linestyle="none") if style is None else legend_line(style) for _, style in entries]
     legend = owner.legend(handles, [label for label, _ in entries], fontsize="small", **where)
-    for text, (_, look) in zip(legend.get_texts(), entries):
-        if look is None:
+    for text, (_, style) in zip(legend.get_texts(), entries):
+        if style is None:
             text.set_fontweight("bold")
 
 
-def legend_line(look: Look) -> Line2D:
-    return Line2D([], [], color=look.color, linestyle=look.linestyle, marker=look.marker)
+def legend_line(style: Style) -> Line2D:
+    return Line2D([], [], color=style.color, linestyle=style.linestyle, marker=style.marker)
 
 
 SEED_MARKERS = "osD^vP*X"  # one seed's line from another's, where each seed is drawn (per_seed)
@@ -152,18 +183,18 @@ def difference_of(spec: str, logged: set[str]) -> tuple[str, str]:
 
 
 def chosen_panel(
-    axes, spec: str, items: list, looks: list[Look], marks: list[Mark], marker_of: dict[str, str] | None
+    axes, spec: str, items: list, styles: list[Style], marks: list[Mark], marker_of: dict[str, str] | None
 ) -> None:
-    """One spec's panel of plot_chosen: each item's curve in its look (each seed's run on its own, marked, where
+    """One spec's panel of plot_chosen: each item's curve in its style (each seed's run on its own, marked, where
     `marker_of` gives the seeds' markers), the marks across it, its y scale and title."""
     values = [mark.value for mark in marks]
-    for item, look in zip(items, looks):
+    for item, style in zip(items, styles):
         if marker_of is not None and isinstance(item, Configuration):
             for run in item.runs:
-                seed_look = Look(look.color, look.linestyle, marker_of[repr(run.settings.get(SEED))])
-                values += draw(axes, run.curves.get(spec), seed_look, markersize=4, linewidth=1.2)
+                seed_style = Style(style.color, style.linestyle, marker_of[repr(run.settings.get(SEED))])
+                values += draw(axes, run.curves.get(spec), seed_style, markersize=4, linewidth=1.2)
         else:
-            values += draw(axes, item.curves.get(spec), look, item.band(spec))
+            values += draw(axes, item.curves.get(spec), style, item.band(spec))
     for mark in marks:
         axes.axhline(mark.value, color="0.2", linewidth=0.8)
         at_the_right = {"xycoords": ("axes fraction", "data"), "xytext": (-2, 2), "textcoords": "offset points"}
@@ -190,17 +221,19 @@ def plot_chosen(
     encoding = encode(items, swept_keys(items))
     columns = min(len(specs), CHOSEN_COLUMNS)
     rows = math.ceil(len(specs) / columns)
-    figure = Figure(figsize=(4.4 * columns + 2, 3.4 * rows + 0.6), layout="constrained")
-    cells = list(figure.subplots(rows, columns, squeeze=False).flat)
+    figure, curves = with_masks((4.4 * columns + 2, 3.4 * rows + 0.6), trained_masks(items))
+    cells = list(curves.subplots(rows, columns, squeeze=False).flat)
     seeds = sorted({run.settings.get(SEED) for item in items for run in seed_runs(item)}, key=repr)
     marker_of = {repr(seed): SEED_MARKERS[index % len(SEED_MARKERS)] for index, seed in enumerate(seeds)}
     for spec, axes in zip(specs, cells):
-        chosen_panel(axes, spec, items, encoding.looks, marks.get(spec, []), marker_of if per_seed else None)
+        chosen_panel(axes, spec, items, encoding.styles, marks.get(spec, []), marker_of if per_seed else None)
     for axes in cells[len(specs) :]:
         axes.axis("off")
     legend = encoding.legend
     if per_seed and len(seeds) > 1:
-        legend = legend + [(SEED, None)] + [(str(seed), Look(NEUTRAL, "none", marker_of[repr(seed)])) for seed in seeds]
+        legend = (
+            legend + [(SEED, None)] + [(str(seed), Style(NEUTRAL, "none", marker_of[repr(seed)])) for seed in seeds]
+        )
     add_legend(figure, legend, loc="outside right upper")
     note = per_seed_note(items) if per_seed else seeds_note(items)
     title = textwrap.fill(" ".join(shared_of(items)), 140) + note

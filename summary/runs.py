@@ -7,7 +7,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from summary.events import Damage, damage
@@ -96,13 +96,19 @@ def read_run(run_dir: Path, root: Path) -> RunCurves | None:
     return RunCurves(name, overrides, curves, wall_s, max_steps, truncated, task, run_dir)
 
 
-def hydra_setting(run_dir: Path, key: str) -> Any:
-    """A setting in the run's Hydra config: its last resume's (trainer.resume) where it was resumed; None for a run
-    Hydra did not start, or a key its config lacks."""
+def hydra_config(run_dir: Path) -> DictConfig | None:
+    """The run's Hydra config: its last resume's (trainer.resume) where it was resumed; None for a run Hydra did not
+    start."""
     hydra_dir = run_dir / ".hydra"
     configs = [hydra_dir / "config.yaml", *sorted(hydra_dir.glob("resume-*/config.yaml"))]  # resume-DATE_TIME
     found = [path for path in configs if path.exists()]
-    return OmegaConf.select(OmegaConf.load(found[-1]), key) if found else None
+    return OmegaConf.load(found[-1]) if found else None
+
+
+def hydra_setting(run_dir: Path, key: str) -> Any:
+    """A setting in the run's Hydra config (hydra_config); None where there is none, or a key its config lacks."""
+    config = hydra_config(run_dir)
+    return OmegaConf.select(config, key) if config is not None else None
 
 
 def read_runs(paths: list[Path]) -> list[RunCurves]:
@@ -113,6 +119,18 @@ def read_runs(paths: list[Path]) -> list[RunCurves]:
     runs = [run for run in (read_run(run_dir, root) for run_dir in run_dirs) if run]
     if not runs:
         raise FileNotFoundError(f"{', '.join(map(str, paths))}: no readable TensorBoard events files")
+    return settled(runs)
+
+
+def settled(runs: list[RunCurves]) -> list[RunCurves]:
+    """The runs with each setting that another run's overrides give and a run's own do not taken from its Hydra
+    config (runs of two sweeps: one left model.positions at its default, learned), so that the legends and tables
+    name its value, not "not set", and it is grouped with runs that set the same value."""
+    keys = dict.fromkeys(key for run in runs for key in run.settings)
+    for run in runs:
+        for key in [key for key in keys if key not in run.settings and run.path is not None]:
+            if (value := hydra_setting(run.path, key)) is not None:
+                run.settings[key] = value
     return runs
 
 

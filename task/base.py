@@ -74,28 +74,12 @@ class StripKind:
     causal: bool | None  # whether the forward applies the task's mask: None as trained, True the true mask put back
 
 
-@dataclass(frozen=True)
-class Words:
-    """How the viewer (the tab, attend.py) speaks of a task's predictions."""
-
-    target: str  # what a position is asked to predict: "next token"
-    missing: str  # a position with none: "the text ends here"
-    no_counterfactual: str  # why a query has no counterfactual
-    masked: str  # the look with the query's right side hidden, in a few words: "future masked"
-    hiding: str  # hiding the right side from a query, for a model that reads it: "masking the future"
-    read: str  # hiding it takes the target's probability far down
-    partly: str  # takes part of it
-    elsewhere: str  # raises it far up
-
-
 class Task:
     """The seam. A subclass sets `name`, `honest` and `continues_text`, and fills in the methods below."""
 
     name: ClassVar[str]
     honest: ClassVar[str]  # the curve a model that sees its targets cannot fake: trainer.objective=honest returns it
     continues_text: ClassVar[bool]  # whether it writes a text left to right (sample.py, the tab's Continue)
-    words: ClassVar[Words]  # how the viewer speaks of its predictions
-    too_short: ClassVar[str]  # attend.py's refusal of a text with nothing to score
     curves: ClassVar[dict[str, Curve]] = {}  # the extra curves, "val_causal" -> val/loss_causal in TensorBoard
     keys: ClassVar[tuple[str, ...]] = ()  # the task.* keys it reads besides its name; the others stay unset
 

@@ -16,7 +16,7 @@ from torch import Tensor
 
 from data.errors import DataError
 from data.tokenizer import encode_known
-from task.base import IGNORE, Batch, Curve, Evaluation, RunSettings, StripKind, Task, Words, register
+from task.base import IGNORE, Batch, Curve, Evaluation, RunSettings, StripKind, Task, register
 from task.curves import MASK_PUT_BACK, batches_loss
 
 if TYPE_CHECKING:
@@ -65,17 +65,6 @@ class FillBlank(Task):
     honest = "val_hidden"
     continues_text = False
     keys = ("blank_share", "hide")
-    too_short = "every token is a blank: give some text around the blanks (a literal _ is \\_)"
-    words = Words(
-        "hidden token",
-        "a blank typed as _: the text does not say which token it hides",
-        "what the look contributes is shown for a blank: point at one, or hide this token",
-        "right side hidden",
-        "hiding the right side",
-        "the blank was filled from both sides",
-        "the right side filled part of it",
-        "what it read on the right pointed elsewhere",
-    )
     curves = {
         "val_hidden": Curve(hidden_loss, "every scored token hidden behind the blank"),
         "val_causal": MASK_PUT_BACK,

@@ -10,7 +10,7 @@ from torch import Tensor
 from data.batches import window_at
 from data.sources import Source
 from data.synthetic import far_targets
-from task.base import IGNORE, Batch, Curve, Evaluation, StripKind, Task, Words, register
+from task.base import IGNORE, Batch, Curve, Evaluation, StripKind, Task, register
 from task.curves import AS_TRAINED_STRIP, MASK_PUT_BACK, MASK_PUT_BACK_STRIP, pooled_loss
 
 if TYPE_CHECKING:
@@ -42,17 +42,6 @@ class NextToken(Task):
     name = "next_token"
     honest = "val_causal"
     continues_text = True
-    too_short = "one token, so there is no next token to score; give two or more"
-    words = Words(
-        "next token",
-        "the text ends here",
-        "what the look contributes needs the next token: the text has none after this query",
-        "future masked",
-        "masking the future",
-        "the prediction was read, not inferred",
-        "part of the prediction was read, part inferred",
-        "what it read ahead pointed elsewhere",
-    )
     curves = {
         "val_causal": MASK_PUT_BACK,
         "val_far": Curve(far_token, "where the next token is the one data.distance back"),

@@ -4,8 +4,6 @@ rest is scored: each token after the prefix predicted from the whole prefix and 
 mask: the batches are next-token prediction's, with the prefix's own predictions left unscored (each of them could
 read its answer inside the prefix)."""
 
-from dataclasses import replace
-
 import torch
 from torch import Tensor
 
@@ -32,14 +30,6 @@ def prefix_closed(evaluation: Evaluation) -> float:
 class PrefixLM(NextToken):
     name = "prefix_lm"
     keys = ("prefix_share",)
-    too_short = "the text ends inside the prefix, where nothing is scored: give more tokens than the prefix holds"
-    # A query inside the prefix has no target, as the text's last token has none: it is not scored, not missing.
-    words = replace(
-        NextToken.words,
-        missing="nothing scored here: the prefix, or the text's end",
-        no_counterfactual="what the look contributes needs a scored next token: this query is in the prefix or ends "
-        "the text",
-    )
     curves = {
         "val_causal": MASK_PUT_BACK,
         "val_closed": Curve(prefix_closed, "the prefix closed: the causal mask over the whole window"),

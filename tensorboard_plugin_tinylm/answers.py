@@ -8,7 +8,6 @@ from pathlib import Path
 
 from data.errors import DataError
 from model.statistics import SATURATED
-from task.fill_blank import MARKER
 from trainer.checkpoint import CheckpointError
 from trainer.config import ConfigError
 from trainer.diagnostics import token_labels
@@ -26,6 +25,7 @@ from viewer.readings import (
     verdict,
 )
 from viewer.runs import RunCheckpoints, list_runs, load_at, run_checkpoints
+from viewer.words import words_of
 
 DIGITS = 7  # decimals sent: far below what a person reads, and the numbers equal the reference path's to 1e-6
 MAX_GENERATE = 500  # tokens /generate writes at most: a paragraph, in seconds on a default model
@@ -60,7 +60,6 @@ def runs(logdir: Path | None) -> dict:
         "max_chars": MAX_CHARS,
         "max_generate": MAX_GENERATE,
         "temperatures": list(TEMPERATURES),
-        "marker": MARKER,
     }
     return {"runs": listed, "text": VALIDATION_LINE, **limits}
 
@@ -88,7 +87,7 @@ def attention(logdir: Path | None, request: object) -> dict:
         "step": checkpoint.step,
         "task": task.name,  # what it was trained to predict: next_token, fill_blank
         "continues_text": task.continues_text,
-        "words": asdict(task.words),  # how the panel speaks of the task's predictions (task/base.py's Words)
+        "words": asdict(words_of(task)),  # every phrase the panel says of the task (viewer/words.py)
         "blanks": [i for i, token in enumerate(reading.ids) if token == task.blank],  # the hidden positions
         **trace_json(reading, layer),
         "file": relative(path, entry),

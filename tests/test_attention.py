@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.profiler import profile
 
-from model import Look, ModelConfig, QKInit, SingleHeadSelfAttention, attention
+from model import ModelConfig, Probe, QKInit, SingleHeadSelfAttention, attention
 
 TOGGLES = [(scale, causal) for scale in (True, False) for causal in (True, False)]
 
@@ -107,10 +107,10 @@ def make_layer(scale, causal, d_k=16, d_v=16, d_model=32, **options):
 def test_fused_path_equals_reference_path(scale, causal, d_k, d_v, qk_norm):
     layer = make_layer(scale, causal, d_k, d_v, qk_norm=qk_norm)
     x = torch.randn(3, 10, 32)
-    look = Look()
-    fused, reference = layer(x), layer(x, look=look)
+    probe = Probe()
+    fused, reference = layer(x), layer(x, probe=probe)
     torch.testing.assert_close(fused, reference, atol=1e-5, rtol=1e-5)
-    assert look.results[0].weights.shape == look.results[0].scores.shape == (3, 10, 10)
+    assert probe.results[0].weights.shape == probe.results[0].scores.shape == (3, 10, 10)
 
 
 @pytest.mark.parametrize("qk_norm", [False, True])
@@ -137,11 +137,11 @@ def test_one_projection_matmul_gives_each_weight_its_own_gradient():
 
 def test_qk_norm_layer_norms_q_and_k_over_their_features_with_their_own_gains():
     layer, x = make_layer(True, True, d_k=16, d_v=8, qk_norm=True), torch.randn(2, 12, 32)
-    look = Look()
-    layer(x, look=look)
+    probe = Probe()
+    layer(x, probe=probe)
     q = F.layer_norm(layer.W_Q(x), (16,), layer.q_norm.weight)
     k = F.layer_norm(layer.W_K(x), (16,), layer.k_norm.weight)
-    torch.testing.assert_close(look.results[0].scores, attention(q, k, layer.W_V(x)).scores)
+    torch.testing.assert_close(probe.results[0].scores, attention(q, k, layer.W_V(x)).scores)
 
 
 @pytest.mark.parametrize("scale", [True, False])
@@ -153,9 +153,9 @@ def test_qk_norm_bounds_the_scores_however_large_wq_and_wk_grow(scale):
         with torch.no_grad():
             layer.W_Q.weight.mul_(1000)
             layer.W_K.weight.mul_(1000)
-        look = Look()
-        layer(torch.randn(2, 12, 32), look=look)
-        scores = look.results[0].scores[look.results[0].scores.isfinite()]
+        probe = Probe()
+        layer(torch.randn(2, 12, 32), probe=probe)
+        scores = probe.results[0].scores[probe.results[0].scores.isfinite()]
         assert (scores.abs().max() <= bound) == bounded
 
 
@@ -172,9 +172,9 @@ def test_softcap_squashes_the_scaled_scores_it_feeds_the_softmax():
 @pytest.mark.parametrize("causal", [True, False])
 def test_softcap_bounds_the_scores_even_for_huge_inputs(causal):
     layer = make_layer(False, causal, softcap=5.0)
-    look = Look()
-    layer(1e4 * torch.randn(2, 12, 32), look=look)
-    scores = look.results[0].scores[look.results[0].scores.isfinite()]
+    probe = Probe()
+    layer(1e4 * torch.randn(2, 12, 32), probe=probe)
+    scores = probe.results[0].scores[probe.results[0].scores.isfinite()]
     assert scores.abs().max() <= 5.0 and scores.abs().max() > 4.9  # capped, not merely small
 
 
@@ -182,13 +182,13 @@ def test_softcap_bounds_the_scores_even_for_huge_inputs(causal):
 @pytest.mark.parametrize("scale, causal", TOGGLES)
 def test_softcap_layer_takes_the_reference_path_with_capped_scores(scale, causal, fused):
     layer, x = make_layer(scale, causal, d_k=24, d_v=8, softcap=2.0, fused=fused, qk_norm=True), torch.randn(2, 12, 32)
-    look = Look()
-    unrecorded, recorded = layer(x), layer(x, look=look)
+    probe = Probe()
+    unrecorded, recorded = layer(x), layer(x, probe=probe)
     assert torch.equal(unrecorded, recorded)
     q, k = layer.q_norm(layer.W_Q(x)), layer.k_norm(layer.W_K(x))
     reference = attention(q, k, layer.W_V(x), scale=scale, causal=causal, softcap=2.0)
     torch.testing.assert_close(recorded, layer.W_O(reference.output))
-    torch.testing.assert_close(look.results[0].scores, reference.scores)
+    torch.testing.assert_close(probe.results[0].scores, reference.scores)
 
 
 def projected_std(qk_init, d_model=256, d_k=256):
@@ -222,9 +222,9 @@ def test_reweigh_mixes_the_values_with_the_weights_it_returns_and_the_layer_take
     assert torch.allclose(first_key.output, v[:, :1].expand(-1, 5, -1))  # every query reads key 0 alone
     layer = layer_of(d_model=8, d_k=4, d_v=4)
     x = torch.randn(2, 5, 8)
-    no_look = layer(x, look=Look({0: torch.zeros_like}))  # no look at all: nothing mixed, W^O of zero is zero
+    no_look = layer(x, probe=Probe({0: torch.zeros_like}))  # no look at all: nothing mixed, W^O of zero is zero
     assert torch.equal(no_look, torch.zeros_like(no_look))
-    assert torch.allclose(layer(x, look=Look({0: lambda weights: weights})), layer(x), atol=1e-6)
+    assert torch.allclose(layer(x, probe=Probe({0: lambda weights: weights})), layer(x), atol=1e-6)
 
 
 def test_a_finite_mask_replaces_the_future_scores_with_its_value_and_leaves_the_allowed_ones():
@@ -249,10 +249,10 @@ def test_a_finite_mask_gives_the_future_the_weight_once_every_allowed_score_fall
 def test_fused_path_equals_reference_path_for_every_mask_value_both_can_write(scale, causal, mask_value):
     # The fused kernel's is_causal writes minus infinity (null says the same); unmasked, no value is written at all.
     layer, x = make_layer(scale, causal, mask_value=mask_value), torch.randn(3, 10, 32)
-    look = Look()
-    torch.testing.assert_close(layer(x), layer(x, look=look), atol=1e-5, rtol=1e-5)
+    probe = Probe()
+    torch.testing.assert_close(layer(x), layer(x, probe=probe), atol=1e-5, rtol=1e-5)
     future = torch.ones(10, 10, dtype=torch.bool).triu(diagonal=1)
-    assert look.results[0].scores[0][future].isneginf().all() == causal
+    assert probe.results[0].scores[0][future].isneginf().all() == causal
 
 
 @pytest.mark.parametrize("fused", [True, False])
@@ -282,10 +282,10 @@ def test_a_training_forward_pass_on_the_reference_path_reads_what_its_mask_let_t
         layer.train()(x)
     layer.eval()(x)
     assert layer.reading is None  # neither an evaluation nor a sample (no gradient) is a training step
-    look = Look()
-    layer.train()(x, look=look)
+    probe = Probe()
+    layer.train()(x, probe=probe)
     assert layer.reading.hidden_mass.item() == 0
-    assert layer.reading.allowed_min.item() == look.results[0].scores.tril().min().item() > -1e4
+    assert layer.reading.allowed_min.item() == probe.results[0].scores.tril().min().item() > -1e4
     with torch.no_grad():
         layer.W_Q.weight.copy_(-1e5 * layer.W_K.weight)  # row 0's one allowed score below the mask
     layer(x)

@@ -91,9 +91,9 @@ def test_pointing_at_a_query_shows_the_cells_weight_and_the_future_in_the_unmask
     assert cell == f"a[3,5] = {expected:.3f}: query 'b' reading key ',' (j > i: the future)"
     row = panel.locator('table.steps tr[data-key="5"]')
     assert row.locator("td.weight").inner_text() == f"{expected:.3f}"
-    assert row.locator(".future").inner_text() == "future"
+    assert row.locator(".leak").inner_text() == "future"
     assert panel.locator("table.steps tr").count() == 1 + len(TEXT)  # every key, the future ones included
-    assert panel.locator(".over-text .token.future").count() == len(TEXT) - 4
+    assert panel.locator(".over-text .token.leak").count() == len(TEXT) - 4
     assert panel.locator(".over-text .token.query").inner_text() == "b"
 
 
@@ -103,8 +103,9 @@ def test_the_masked_run_lists_only_the_keys_up_to_the_query(tab, leak_sweep):
     point_at(frame, run, 3, 1)
     panel = frame.locator(f'.panel[data-run="{run}"]')
     assert panel.locator("table.steps tr[data-key]").count() == 4
-    assert panel.locator("table.steps tr.masked").inner_text() == "j = 4 to 12: masked (j > i), weight exactly 0"
-    assert panel.locator(".future").count() == 0
+    hidden = "j = 4 to 12: hidden by the mask (j > i), weight exactly 0"
+    assert panel.locator("table.steps tr.hidden-keys").inner_text() == hidden
+    assert panel.locator(".leak").count() == 0
 
 
 def test_the_unmasked_runs_top_prediction_as_trained_and_with_the_mask_is_the_routes(tab, leak_sweep):
@@ -123,7 +124,7 @@ def test_the_unmasked_runs_top_prediction_as_trained_and_with_the_mask_is_the_ro
         assert rows.first.locator("td.guess").inner_text() == label
         assert float(rows.first.locator("td.p").inner_text()) == pytest.approx(p, abs=5e-4)
         p_next, loss = strip["predictions"][3]["p_next"], strip["predictions"][3]["loss"]
-        actual = re.fullmatch(r"next 'e': p (\S+) · loss (\S+) nats", column.locator("p.actual").inner_text())
+        actual = re.fullmatch(r"next token 'e': p (\S+) · loss (\S+) nats", column.locator("p.actual").inner_text())
         assert float(actual[1]) == pytest.approx(p_next, abs=5e-4, rel=0.06)  # 2 decimals, or 2 digits below 0.1
         assert float(actual[2]) == pytest.approx(loss, abs=5e-4)
     assert panel.locator("p.prediction-caption").inner_text().startswith("After i=3 'b', the next token")
@@ -310,7 +311,8 @@ def test_a_typed_blank_shows_its_top_five_and_the_right_side_counterfactual_as_t
     label, p = served_blank["strips"][0]["predictions"][4]["top"][0]
     top = panel.locator('.setting[data-tag="val/loss_one_blank"] tr.choice').first
     assert (top.locator("td.guess").inner_text(), top.locator("td.p").inner_text()) == (label, probability(p))
-    assert panel.locator("p.actual").inner_text() == "typed in the text, which does not say its token: nothing to score"
+    words = served_blank["words"]
+    assert panel.locator("p.actual").inner_text() == f"{words['missing']}: no {words['target']} to score"
     look = served_blank["counterfactuals"][4]
     assert look["target"] == label  # a typed blank is asked about its likeliest token
     assert panel.locator('.cf[data-kind="masked"] .cf-name').inner_text().strip() == "right side hidden"
@@ -320,7 +322,11 @@ def test_a_typed_blank_shows_its_top_five_and_the_right_side_counterfactual_as_t
     left, right = (served_blank["stats"][side][4] for side in ("past_mass", "future_mass"))
     assert f"{left:.3f} on the left" in panel.locator("p.stats").inner_text()
     assert f"{right:.3f} on the right" in panel.locator("p.stats").inner_text()
-    assert panel.locator(".over-text .token.future, table.steps .future").count() == 0  # the right side is no leak
+    assert panel.locator(".leak").count() == 0  # the right side is no leak
+    assert words["lifted"] in panel.locator("p.meta").inner_text()  # the run reads both sides: model.causal=false
+    assert panel.locator("p.strips-caption").inner_text() == words["strip_caption"]
+    assert panel.locator("p.blanks-how").inner_text() == words["blank_how"]
+    assert frame.locator(".blank-hint").inner_text() == words["blank_hint"]
 
 
 def test_the_strip_blanks_each_token_alone_named_after_its_curve_and_says_once_it_is_no_likelihood(blank_tab):
@@ -330,7 +336,7 @@ def test_the_strip_blanks_each_token_alone_named_after_its_curve_and_says_once_i
     assert panel.locator(".strip-tag").all_inner_texts() == ["val/loss_one_blank"]
     assert panel.locator(".strip .mean").inner_text() == f"{strip['mean']:.3f}"
     assert panel.locator(".strip .token.none").count() == 1  # the typed blank: its token unknown
-    [line] = panel.locator("p.not-likelihood").all_inner_texts()
+    [line] = panel.locator("p.strip-note").all_inner_texts()
     assert "pseudo-log-likelihood" in line and "Salazar et al. 2020" in line
 
 
@@ -351,7 +357,7 @@ def test_a_shift_click_hides_a_token_and_the_panel_reads_its_probability(blank_t
     assert hidden["blanks"] == [4, HIDDEN]
     prediction = hidden["strips"][0]["predictions"][HIDDEN]
     assert prediction["next"] == "o"
-    shown = f"hidden 'o': p {probability(prediction['p_next'])} · loss {prediction['loss']:.3f} nats"
+    shown = f"hidden token 'o': p {probability(prediction['p_next'])} · loss {prediction['loss']:.3f} nats"
     assert panel.locator("p.actual").inner_text() == shown
     assert panel.locator("button.unhide").all_inner_texts() == [f"{HIDDEN} 'o' ×"]
     assert panel.locator("p.cf-words").inner_text() == hidden["counterfactuals"][HIDDEN]["words"]
@@ -437,16 +443,26 @@ def test_a_prefix_lms_heat_map_hatches_its_own_hidden_keys_and_the_panel_says_wh
     ]
     assert served_prefix["mask_note"] in panel.locator("p.note").all_inner_texts()
     assert panel.locator("table.steps tr[data-key]").count() == prefix  # query 3 reads the whole prefix
-    assert panel.locator("table.steps tr.masked").inner_text() == f"j = 16 to {size - 1}: masked, weight exactly 0"
+    hidden = panel.locator("table.steps tr.hidden-keys")
+    assert hidden.inner_text() == f"j = 16 to {size - 1}: hidden by the mask, weight exactly 0"
     words = served_prefix["words"]  # the task's: the panel says what the server says of a query with nothing to score
     assert panel.locator("p.actual").inner_text() == f"{words['missing']}: no {words['target']} to score"
     assert panel.locator("p.cf-caption").inner_text().lower() == f"{words['no_counterfactual']}.".lower()
     point_at(frame, "prefix", 20, 0)
     assert panel.locator("table.steps tr[data-key]").count() == 21
-    assert (
-        panel.locator("table.steps tr.masked").inner_text() == f"j = 21 to {size - 1}: masked (j > i), weight exactly 0"
-    )
-    assert panel.locator(".future").count() == 0  # the mask is applied: no key it hides is read
+    assert hidden.inner_text() == f"j = 21 to {size - 1}: hidden by the mask (j > i), weight exactly 0"
+    assert panel.locator(".leak").count() == 0  # the mask is applied: no key it hides is read
+
+
+def test_the_prefix_lms_panel_says_what_the_server_sends_of_its_task(prefix_tab):
+    frame, url = prefix_tab
+    words = served_attention(url, "prefix", text=PREFIX_TEXT)["words"]
+    panel = panel_of(frame, "prefix")
+    assert words["applied"] in panel.locator("p.meta").inner_text()
+    assert panel.locator("p.strips-caption").inner_text() == words["strip_caption"]
+    point_at(frame, "prefix", 20, 0)
+    assert panel.locator("p.prediction-caption").inner_text().startswith("After i=20 ")  # words["top_caption"]
+    assert panel.locator("p.blanks-how").count() == 0 and not frame.locator(".blank-hint").is_visible()
 
 
 def test_the_prefix_page_threw_nothing(prefix_tab):

@@ -9,6 +9,7 @@ import sys
 import urllib.error
 import urllib.request
 import zipfile
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,9 @@ from page_engine import prefix_lm, random_run
 
 from conftest import ROOT, cli
 from model import TinyLM, attention
+from task import TASKS
 from trainer.checkpoint import kept_path, load_checkpoint, model_config
+from viewer.words import WORDS
 
 TEXT = "To be, or not to be"
 DAMAGED = "9_damaged"  # a run whose last.pt is not a checkpoint
@@ -442,6 +445,15 @@ def test_attend_refuses_bad_settings_in_one_line(sweep_dir, args, message):
         result.stderr
     )
     assert "wrote" not in result.stdout
+
+
+def test_index_js_names_no_task_and_holds_none_of_the_viewers_words():
+    """What the panel says of a task comes in the answer's `words` (viewer/words.py): index.js names no task and
+    holds no phrase of any task's words but the button's opening label, which a next-token run's words repeat."""
+    source = (ROOT / "tensorboard_plugin_tinylm" / "static" / "index.js").read_text()
+    assert [name for name in TASKS if name in source] == []
+    phrases = {phrase for words in WORDS.values() for phrase in asdict(words).values() if phrase}
+    assert [phrase for phrase in phrases if phrase in source] == ["Continue the text"]
 
 
 def test_the_plugin_module_imports_neither_torch_nor_tinylm():

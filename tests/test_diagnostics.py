@@ -11,7 +11,7 @@ from torch.utils.tensorboard import SummaryWriter
 
 from data import Source, TokenizerConfig, train_tokenizer
 from data.synthetic import copy_text, far_targets
-from model import Look, Mask, Mixer, ModelConfig, TinyLM, attention, future_keys
+from model import Mask, Mixer, ModelConfig, Probe, TinyLM, attention, future_keys
 from model.statistics import attention_stats, entropy, hidden_mass, max_weight, saturated_frac, self_weight
 from task import Evaluation, task_for
 from task.loss import mean_loss
@@ -88,18 +88,18 @@ def tiny_model(**settings) -> TinyLM:
 @pytest.mark.parametrize("causal", [True, False])
 def test_capturing_the_attention_leaves_the_logits_as_the_fused_path_gives_them(causal):
     model, idx = tiny_model(causal=causal, n_layer=2).eval(), torch.randint(40, (3, 16))
-    look = Look()
-    torch.testing.assert_close(model(idx, look=look), model(idx), atol=1e-5, rtol=1e-5)
-    assert len(look.results) == 2
+    probe = Probe()
+    torch.testing.assert_close(model(idx, probe=probe), model(idx), atol=1e-5, rtol=1e-5)
+    assert len(probe.results) == 2
 
 
 def test_future_mass_is_exactly_zero_for_a_causal_model_and_not_for_an_unmasked_one():
     idx = torch.randint(40, (3, 16))
     masses = {}
     for causal in (True, False):
-        look = Look()
-        tiny_model(causal=causal)(idx, look=look)
-        masses[causal] = attention_stats(look.results[0], future_keys(16), causal)["future_mass"].item()
+        probe = Probe()
+        tiny_model(causal=causal)(idx, probe=probe)
+        masses[causal] = attention_stats(probe.results[0], future_keys(16), causal)["future_mass"].item()
     assert masses[True] == 0.0 and masses[False] > 0.1
 
 
@@ -229,9 +229,9 @@ def test_without_projections_a_query_puts_more_weight_on_itself_than_with_them()
     idx = torch.randint(40, (3, 16))
     weights = {}
     for projections in (True, False):
-        look = Look()
-        tiny_model(projections=projections, d_k=32, d_v=32)(idx, look=look)
-        weights[projections] = attention_stats(look.results[0], future_keys(16))["self_weight"].item()
+        probe = Probe()
+        tiny_model(projections=projections, d_k=32, d_v=32)(idx, probe=probe)
+        weights[projections] = attention_stats(probe.results[0], future_keys(16))["self_weight"].item()
     assert weights[False] > weights[True]  # |x_i|^2 is row i's largest score
 
 

@@ -8,14 +8,18 @@ import matplotlib.image
 import numpy as np
 import pytest
 from matplotlib.figure import Figure
+from omegaconf import OmegaConf
 from test_summary import fake_run, run_report, sweep
+from tokenizers import Tokenizer
+from tokenizers.models import WordLevel
 from torch.utils.tensorboard import SummaryWriter
 
+from conftest import compose_config
 from summary.against import plot_against
-from summary.figures import Mark, add_differences, plot_chosen, plot_curves
-from summary.looks import encode
+from summary.figures import Mark, add_differences, pattern_at, plot_chosen, plot_curves
 from summary.runs import SummaryError, read_runs, swept_keys
 from summary.seeds import by_configuration
+from summary.styles import encode
 from summary.summarize import draw_chosen, draw_patterns
 
 PNG = b"\x89PNG"
@@ -41,15 +45,15 @@ def test_a_sweep_of_one_number_has_no_line_style_legend(tmp_path):
     runs = sweep(tmp_path, {"model.mask_value": [-1e4, float("-inf")]})
     encoding = encode(runs, swept_keys(runs))
     assert [label for label, _ in encoding.legend] == ["model.mask_value", "-inf", "-10000"]
-    assert {look.linestyle for look in encoding.looks} == {"-"}
+    assert {style.linestyle for style in encoding.styles} == {"-"}
 
 
 def test_a_key_of_two_words_gives_the_line_style_where_no_switch_is_swept(tmp_path):
     runs = sweep(tmp_path, {"data.distance": [4, 16, 32], "model.mixer": ["attention", "gru"]})
     encoding = encode(runs, swept_keys(runs))
-    assert [look.linestyle for look in encoding.looks] == ["-", "--"] * 3  # attention solid, gru dashed
-    assert len({repr(look.color) for look in encoding.looks}) == 3  # a colour per distance
-    labels = [(label, look and look.linestyle) for label, look in encoding.legend]
+    assert [style.linestyle for style in encoding.styles] == ["-", "--"] * 3  # attention solid, gru dashed
+    assert len({repr(style.color) for style in encoding.styles}) == 3  # a colour per distance
+    labels = [(label, style and style.linestyle) for label, style in encoding.legend]
     colours = [("data.distance", None), ("4", "-"), ("16", "-"), ("32", "-")]
     assert labels == [*colours, ("model.mixer", None), ("attention", "-"), ("gru", "--")]
 
@@ -57,7 +61,7 @@ def test_a_key_of_two_words_gives_the_line_style_where_no_switch_is_swept(tmp_pa
 def test_a_switch_still_gives_the_style_beside_a_key_of_two_words(tmp_path):
     runs = sweep(tmp_path, {"model.mixer": ["attention", "gru"], "model.scale": [True, False]})
     encoding = encode(runs, swept_keys(runs))
-    assert [look.linestyle for look in encoding.looks] == ["-", "--"] * 2
+    assert [style.linestyle for style in encoding.styles] == ["-", "--"] * 2
     assert [label for label, _ in encoding.legend] == [
         "model.mixer",
         "attention",
@@ -237,3 +241,34 @@ def test_draw_chosen_groups_the_seeds(tmp_path, drawn):
     mask_sweep(tmp_path)
     draw_chosen([tmp_path], ["val/loss"], tmp_path / "out" / "curves.png")
     assert "lines: the mean over 2 seeds" in drawn[0].get_suptitle()
+
+
+def pictures_in(figure: Figure) -> list[np.ndarray]:
+    return [np.asarray(image.get_array()) for axes in figure.axes for image in axes.get_images()]
+
+
+def run_with_settings(run_dir, *overrides: str) -> None:
+    """A fake run with what a run Hydra started keeps of its settings: .hydra/config.yaml and its tokenizer."""
+    fake_run(run_dir, {"val/loss": [4.0, 3.0], "attn/entropy": [2.0, 1.0]}, list(overrides))
+    OmegaConf.save(compose_config(*overrides), run_dir / ".hydra" / "config.yaml")
+    Tokenizer(WordLevel({"a": 0, "[UNK]": 1}, unk_token="[UNK]")).save(str(run_dir / "tokenizer.json"))
+
+
+def test_the_summary_draws_each_mask_the_runs_trained_with_once_below_the_curves(tmp_path, drawn):
+    prefix = ["task=prefix_lm", "task.prefix_share=0.5", "model.block_size=8"]
+    run_with_settings(tmp_path / "0_optim.lr=0.001", *prefix, "optim.lr=0.001")
+    run_with_settings(tmp_path / "1_optim.lr=0.01", *prefix, "optim.lr=0.01")  # the same mask: drawn once
+    run_with_settings(tmp_path / "2_model.mixer=gru", "model.mixer=gru", "model.block_size=8")  # no mask to draw
+    plot_curves(read_runs([tmp_path]), tmp_path / "summary.png")
+    [picture] = pictures_in(drawn[0])
+    assert picture.shape == (440, 400, 4)  # the attn/mask picture, as the Images tab shows it
+    assert titles(drawn[0]) == ["val/loss", "attn/entropy: mean over queries"]
+
+
+@pytest.mark.slow
+def test_the_masks_below_the_curves_are_pixel_for_pixel_those_the_runs_logged(leak_sweep, tmp_path, drawn):
+    runs = read_runs([leak_sweep])
+    draw_chosen([leak_sweep], ["val/loss"], tmp_path / "curves.png")
+    logged = [pattern_at(run.path, "attn/mask", 0) for run in runs]  # model.causal=True, then False
+    shown = pictures_in(drawn[0])
+    assert len(shown) == 2 and all(np.array_equal(rgba[..., :3], rgb) for rgba, rgb in zip(shown, logged))

@@ -9,7 +9,7 @@ import torch
 
 import attend
 from conftest import cli, compose_config, curve, events, short_run
-from model import CAUSAL, Look, Mask, ModelConfig, Positions, TinyLM
+from model import CAUSAL, Mask, ModelConfig, Positions, Probe, TinyLM
 from task import IGNORE, task_for
 from task.prefix_lm import PrefixLM
 from trainer.config import ConfigError, to_train_config
@@ -45,20 +45,20 @@ def test_the_prefix_lms_mask_opens_the_prefix_both_ways_and_is_causal_after_it()
 
 def test_the_fused_kernel_and_the_reference_path_read_through_the_same_prefix_mask():
     model, idx = tiny_model(n_layer=2), torch.randint(20, (3, 16))
-    look = Look()
-    fused, reference = model(idx, mask=Mask(PREFIX)), model(idx, mask=Mask(PREFIX), look=look)
+    probe = Probe()
+    fused, reference = model(idx, mask=Mask(PREFIX)), model(idx, mask=Mask(PREFIX), probe=probe)
     torch.testing.assert_close(fused, reference, atol=1e-5, rtol=1e-5)
     hidden = Mask(PREFIX).hidden_keys(16)
-    for result in look.results:
+    for result in probe.results:
         assert (result.weights[:, hidden] == 0).all() and (result.weights[:, ~hidden] > 0).all()
     assert not torch.allclose(fused, model(idx))  # the prefix's rows read ahead: not the causal model's
 
 
 def test_without_the_mask_the_prefix_lm_hides_nothing():
     model, idx = tiny_model(causal=False), torch.randint(20, (2, 16))
-    look = Look()
-    model(idx, mask=Mask(PREFIX), look=look)
-    assert (look.results[0].weights > 0).all()
+    probe = Probe()
+    model(idx, mask=Mask(PREFIX), probe=probe)
+    assert (probe.results[0].weights > 0).all()
     torch.testing.assert_close(model(idx, mask=Mask(PREFIX)), model(idx), atol=0, rtol=0)
 
 

@@ -5,9 +5,9 @@ import pytest
 import torch
 
 from model import (
-    Look,
     Mixer,
     ModelConfig,
+    Probe,
     QKInit,
     TinyLM,
     model_problems,
@@ -155,9 +155,9 @@ def test_a_recurrent_model_reads_only_the_past_and_has_no_attention_layers(mixer
     assert model.attention_layers() == [] and reads_only_the_past(model.config)
     before, after = logits_before_and_after_changing_the_future(model, 7)
     torch.testing.assert_close(before, after, atol=0, rtol=0)
-    look = Look()
-    model(torch.randint(20, (2, 16)), look=look, causal=False)  # nothing to capture, no mask to lift
-    assert look.results == []
+    probe = Probe()
+    model(torch.randint(20, (2, 16)), probe=probe, causal=False)  # nothing to capture, no mask to lift
+    assert probe.results == []
 
 
 def test_a_recurrent_model_keeps_the_embeddings_mlp_and_head_and_says_both_parameter_counts(caplog):

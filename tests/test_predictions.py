@@ -13,11 +13,11 @@ from data import TokenizerConfig, prepare_tokens, train_tokenizer
 from model import CAUSAL, ModelConfig, TinyLM
 from task import task_for
 from task.curves import batches_loss
-from task.next_token import NextToken
 from trainer.config import TrainConfig, to_train_config
 from viewer.checkpoints import Checkpoint, load
 from viewer.predictions import distribution, predict, words
 from viewer.readings import read, read_ids
+from viewer.words import NEXT_TOKEN
 
 LEAKY = [
     "model.causal=false",
@@ -197,4 +197,4 @@ def test_temperature_one_is_the_softmax_of_the_logits_and_a_low_one_sharpens():
     ],
 )
 def test_the_sentence_names_what_the_four_probabilities_show(numbers, causal, expected):
-    assert words("r", numbers, causal, NextToken.words) == expected
+    assert words("r", numbers, causal, NEXT_TOKEN) == expected

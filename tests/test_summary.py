@@ -10,8 +10,8 @@ from torch.utils.tensorboard import SummaryWriter
 
 from conftest import SWEEP, cli, get_json
 from summary.figures import MASK, honest_tag
-from summary.looks import encode
 from summary.runs import RunCurves, find_runs, read_runs, swept_keys
+from summary.styles import encode
 from summary.summarize import SUMMARY_FILES, summarize
 from trainer.tags import FINAL_TAGS
 
@@ -94,10 +94,12 @@ def sweep(tmp_path: Path, grid: dict[str, list], scalars: dict[str, list[float]]
 def test_a_saturation_sweep_gets_a_colour_per_d_k_and_a_line_style_per_scale(tmp_path):
     runs = sweep(tmp_path, {"model.d_k": [16, 64, 256, 1024], "model.scale": [True, False]})
     encoding = encode(runs, swept_keys(runs))
-    colours = {run.settings["model.d_k"]: look.color for run, look in zip(runs, encoding.looks)}
+    colours = {run.settings["model.d_k"]: style.color for run, style in zip(runs, encoding.styles)}
     assert len({repr(colour) for colour in colours.values()}) == 4
-    assert all(repr(look.color) == repr(colours[run.settings["model.d_k"]]) for run, look in zip(runs, encoding.looks))
-    assert [look.linestyle for look in encoding.looks] == ["-", "--"] * 4  # scaled solid, unscaled dashed
+    assert all(
+        repr(style.color) == repr(colours[run.settings["model.d_k"]]) for run, style in zip(runs, encoding.styles)
+    )
+    assert [style.linestyle for style in encoding.styles] == ["-", "--"] * 4  # scaled solid, unscaled dashed
     labels = [label for label, _ in encoding.legend]
     assert labels == ["model.d_k", "16", "64", "256", "1024", "model.scale", "true", "false"]
 
@@ -107,7 +109,7 @@ def test_model_causal_gives_the_line_style_so_its_forced_mask_line_pairs_with_th
     runs = sweep(tmp_path, {"model.causal": [True, False], "model.scale": [True, False]}, leaky)
     runs[0].curves["val/loss_causal"] = runs[1].curves["val/loss_causal"] = runs[0].curves["val/loss"]  # masked
     encoding = encode(runs, swept_keys(runs), style_first=MASK)
-    assert [look.linestyle for look in encoding.looks] == ["-", "-", "--", "--"]
+    assert [style.linestyle for style in encoding.styles] == ["-", "-", "--", "--"]
     assert [label for label, _ in encoding.legend][:1] == ["model.scale"]
     assert [honest_tag(run) for run in runs] == [None, None, "val/loss_causal", "val/loss_causal"]
 
@@ -115,8 +117,8 @@ def test_model_causal_gives_the_line_style_so_its_forced_mask_line_pairs_with_th
 def test_a_lone_switch_gives_both_colour_and_line_style(tmp_path):
     runs = sweep(tmp_path, {"model.causal": [True, False]})
     encoding = encode(runs, swept_keys(runs))
-    assert [(look.color, look.linestyle) for look in encoding.looks] == [("#ff7043", "-"), ("#0077bb", "--")]
-    assert [(label, look and look.linestyle) for label, look in encoding.legend] == [
+    assert [(style.color, style.linestyle) for style in encoding.styles] == [("#ff7043", "-"), ("#0077bb", "--")]
+    assert [(label, style and style.linestyle) for label, style in encoding.legend] == [
         ("model.causal", None), ("true", "-"), ("false", "--")
     ]  # fmt: skip
 
@@ -126,7 +128,7 @@ def test_runs_the_overrides_cannot_tell_apart_get_a_colour_each(tmp_path):
         fake_run(tmp_path / name, {"val/loss": [4.0, 3.0]}, ["model.scale=True"])
     runs = read_runs([tmp_path])
     encoding = encode(runs, swept_keys(runs))
-    assert [look.color for look in encoding.looks] == ["#ff7043", "#0077bb"]  # TensorBoard's first two
+    assert [style.color for style in encoding.styles] == ["#ff7043", "#0077bb"]  # TensorBoard's first two
     assert [label for label, _ in encoding.legend] == ["a/0_model.scale=True", "b/0_model.scale=True"]
 
 
@@ -221,3 +223,12 @@ def test_tensorboard_custom_scalars_chart_both_losses_of_every_run_on_one_set_of
     charts = [chart for category in layout["category"] for chart in category["chart"]]
     leak = [chart for chart in charts if chart["multiline"]["tag"] == ["^val/loss$", "^val/loss_causal$"]]
     assert len(leak) == 1 and layout["category"][0]["title"] == "leak"  # the leak sweep opens on its own charts
+
+
+def test_a_setting_another_runs_overrides_give_is_read_from_a_runs_config_not_left_unset(tmp_path):
+    fake_run(tmp_path / "masks" / "0_model.n_layer=1", {"val/loss": [2.0]}, ["model.n_layer=1"])
+    (tmp_path / "masks" / "0_model.n_layer=1" / ".hydra" / "config.yaml").write_text("model:\n  positions: learned\n")
+    fake_run(tmp_path / "order" / "0_model.positions=none", {"val/loss": [2.4]}, ["model.positions=none"])
+    masks, order = read_runs([tmp_path])  # two sweeps: the first left model.positions at its default
+    assert masks.settings["model.positions"] == "learned" and "model.n_layer" not in order.settings  # no config
+    assert swept_keys([masks, order]) == ["model.n_layer", "model.positions"]

@@ -2,13 +2,14 @@
 chosen by its settings (task.name=two_ahead), trains, evaluates and is read by the viewer; and the loss is the mean
 over every scored token, however the micro-batches of a step split them."""
 
+from dataclasses import replace
+
 import pytest
 import torch
 
 from conftest import short_run
 from model import ModelConfig, TinyLM, reads_only_the_past
 from task import IGNORE, Batch, Task, register
-from task.base import Words
 from task.curves import AS_TRAINED_STRIP, MASK_PUT_BACK
 from task.loss import mean_loss
 from trainer.config import OptimConfig, TrainConfig, TrainerConfig
@@ -16,6 +17,7 @@ from trainer.step import TrainStep
 from viewer.checkpoints import load
 from viewer.predictions import predict
 from viewer.readings import read
+from viewer.words import NEXT_TOKEN, WORDS
 
 
 @register
@@ -25,17 +27,6 @@ class TwoAhead(Task):
     name = "two_ahead"
     honest = "val_causal"
     continues_text = False
-    too_short = "two tokens or fewer: nothing two ahead to score"
-    words = Words(
-        "token two ahead",
-        "the text ends within two tokens",
-        "what the look contributes needs the token two ahead",
-        "future masked",
-        "masking the future",
-        "the prediction was read",
-        "part of the prediction was read",
-        "what it read ahead pointed elsewhere",
-    )
     curves = {"val_causal": MASK_PUT_BACK}
 
     def span(self, block_size: int) -> int:
@@ -60,7 +51,17 @@ class TwoAhead(Task):
         return torch.tensor([ids])
 
     def nothing_to_score(self, labels):
-        return self.too_short
+        return "two tokens or fewer: nothing two ahead to score"
+
+
+# What the viewer says of it: the next token's words, but for its target and what a query without one lacks.
+WORDS[TwoAhead.name] = replace(
+    NEXT_TOKEN,
+    target="token two ahead",
+    missing="the text ends within two tokens",
+    no_counterfactual="what the look contributes needs the token two ahead",
+    too_short="two tokens or fewer: nothing two ahead to score",
+)
 
 
 @pytest.mark.slow

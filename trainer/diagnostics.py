@@ -18,7 +18,7 @@ import torch
 from tokenizers import Tokenizer
 from torch import Tensor
 
-from model import CAUSAL, Look, Mask, TinyLM, future_keys
+from model import CAUSAL, Mask, Probe, TinyLM, future_keys
 from model.statistics import attention_stats, fed_scores, self_weight
 from task.fill_blank import BLANK, BLANK_LABEL
 
@@ -75,15 +75,15 @@ def log_attention(
         return  # a recurrent model: no attention to read
     was_training = model.training
     model.eval()
-    look, pattern_look = Look(), Look()
-    model(windows, mask=mask, look=look)
+    probe, pattern_probe = Probe(), Probe()
+    model(windows, mask=mask, probe=probe)
     snippet = windows[0, :PATTERN_TOKENS]
-    model(snippet[None], mask=mask, look=pattern_look)  # on its own, so even unmasked rows weigh only the keys shown
+    model(snippet[None], mask=mask, probe=pattern_probe)  # on its own, so even unmasked rows weigh only the keys shown
     model.train(was_training)
 
     labels = token_labels(tokenizer, snippet.tolist())
     hidden, shown = mask.hidden_keys(windows.size(1), windows.device), mask.hidden_keys(len(labels))
-    for layer, (attn, result, pattern) in enumerate(zip(layers, look.results, pattern_look.results)):
+    for layer, (attn, result, pattern) in enumerate(zip(layers, probe.results, pattern_probe.results)):
         stats = attention_stats(result, hidden, attn.causal)
         write_scalars(writer, {layer_tag(f"attn/{name}", layer): value for name, value in stats.items()}, step)
         fed = fed_scores(result.scores, hidden if attn.causal else None)

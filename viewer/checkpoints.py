@@ -52,7 +52,7 @@ class Checkpoint:
 
 
 @dataclass(frozen=True)
-class Look:
+class Peek:
     """A checkpoint file seen without loading its weights: its step, or why it cannot be read."""
 
     step: int | None
@@ -69,7 +69,7 @@ class Choice:
     problem: str = ""  # none is whole: each one's name and reason
 
 
-_looks: dict[tuple, Look] = {}
+_looks: dict[tuple, Peek] = {}
 _loaded: OrderedDict[tuple, Checkpoint] = OrderedDict()
 _lock = threading.Lock()  # TensorBoard answers requests in threads
 
@@ -80,19 +80,19 @@ def file_key(path: Path) -> tuple:
     return path.resolve(), stat.st_size, stat.st_mtime_ns
 
 
-def look(path: Path) -> Look:
+def look(path: Path) -> Peek:
     """`path`'s step through trainer/checkpoint.py's glance, once its zip records are checked (bytes read, not one
     tensor built); remembered while the file stays the same. A file that fails gets load_checkpoint's reason; one
     gone since it was listed (a run that trains thins its kept checkpoints) has no step."""
     try:
         key = file_key(path)
     except FileNotFoundError:
-        return Look(None, GONE)
+        return Peek(None, GONE)
     with _lock:
         if key in _looks:
             return _looks[key]
     seen = glance(path) if zipfile.is_zipfile(path) and not damaged_record(path) else None
-    found = Look(seen["step"]) if seen else Look(None, unreadable(path))
+    found = Peek(seen["step"]) if seen else Peek(None, unreadable(path))
     with _lock:
         for stale in [known for known in _looks if known[0] == key[0]]:
             del _looks[stale]

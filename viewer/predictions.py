@@ -6,7 +6,7 @@ attend.py's lines and its PNG, from the model's own forward. What a position pre
   terms of the curves the strips are named after (trainer/evaluate.py averages the same terms over its windows).
 - Each position's top five tokens at a temperature (the softmax of logits / T, as sampling draws them) and its
   target's probability.
-- The counterfactuals of a query i at one layer, each through the model's Look with a reweighed row in one batched
+- The counterfactuals of a query i at one layer, each through the model's Probe with a reweighed row in one batched
   forward: the target's probability (a) as trained, (b) with the keys the task's mask hides from the query masked
   and its weights renormalised over the rest, (c) with uniform weights over the keys it may see (those the mask
   leaves, every key without it), (d) with no look at all: the residual stream alone.
@@ -18,11 +18,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from model import CAUSAL, Look, Mask, TinyLM
-from task.base import StripKind, Words
+from model import CAUSAL, Mask, Probe, TinyLM
+from task.base import StripKind
 from trainer.diagnostics import token_labels
 from viewer.checkpoints import Checkpoint
 from viewer.readings import Reading
+from viewer.words import Words, words_of
 
 TOP = 5  # tokens shown per position
 COUNTERFACTUALS = ("masked", "uniform", "no_look")  # (b), (c), (d); (a) is the text's own forward's
@@ -171,7 +172,7 @@ def looked_again(
             changed[batch, where] = these.to(weights.dtype)
             return changed
 
-        out = model(texts.to(device), mask=mask, look=Look({layer: reweigh}))
+        out = model(texts.to(device), mask=mask, probe=Probe({layer: reweigh}))
         logits.append(out[batch, where].float().cpu())
     return torch.cat(logits)
 
@@ -203,7 +204,7 @@ def counterfactuals(
     for i in queries:
         numbers = {"trained": trained[i, asked[i]].item(), **{kind: p[i, kind] for kind in COUNTERFACTUALS}}
         label = token_labels(checkpoint.tokenizer, [asked[i]])[0]
-        found[i] = Counterfactual(**numbers, target=label, words=words(label, numbers, causal, task.words))
+        found[i] = Counterfactual(**numbers, target=label, words=words(label, numbers, causal, words_of(task)))
     return found
 
 

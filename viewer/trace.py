@@ -2,7 +2,7 @@
 its weights and its output, computed through the reference `attention()` and nothing else.
 
 It is the one computation behind TensorBoard's Attention tab, attend.py's printed steps and its heat map PNG, read
-through the model's Look (model/attention.py). Where threads share a model (the tab's), the caller holds the model's
+through the model's Probe (model/attention.py). Where threads share a model (the tab's), the caller holds the model's
 lock (viewer/readings.py's read does).
 """
 
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from model import CAUSAL, Look, Mask, TinyLM
+from model import CAUSAL, Mask, Probe, TinyLM
 
 
 @dataclass
@@ -32,17 +32,17 @@ class LayerTrace:
 @torch.no_grad()
 def trace(model: TinyLM, ids: list[int], mask: Mask = CAUSAL) -> list[LayerTrace]:
     """Every layer's trace for the token ids (at most block_size of them) through the task's `mask`, in layer order:
-    one forward with a Look, so every layer takes the reference path, attention() step by step as the lesson writes
+    one forward with a Probe, so every layer takes the reference path, attention() step by step as the lesson writes
     it, whatever kernel the model trains with."""
-    look = Look()
+    probe = Probe()
     was_training = model.training
     model.eval()
     try:
-        model(torch.tensor([ids], device=next(model.parameters()).device), mask=mask, look=look)
+        model(torch.tensor([ids], device=next(model.parameters()).device), mask=mask, probe=probe)
     finally:
         model.train(was_training)
     traces = []
-    for layer, result in zip(model.attention_layers(), look.results):
+    for layer, result in zip(model.attention_layers(), probe.results):
         steps = (result.raw, result.scores, result.weights, result.values, result.output)
         flags = layer.scale, layer.causal, layer.softcap, layer.config.d_k
         traces.append(LayerTrace(*(part[0].float().cpu() for part in steps), *flags))

@@ -1,7 +1,7 @@
 // The Attention tab. TensorBoard loads this module into the tab's iframe and calls render() (plugin.py exports it by
 // name there; the module's own export is its default, { render }). Routes are relative to the iframe's base,
 // /data/plugin/tinylm_attention/: ./runs lists the runs, ./attention answers one run's weights, losses and
-// predictions at one step, ./generate continues the text (or fills its blanks, for a run that fills blanks);
+// predictions at one step, ./generate continues the text (or fills its blanks, for a run that does not continue one);
 // tensorboard_plugin_tinylm/answers.py's runs(), attention() and generate() build every field this page reads.
 // Plain JavaScript in one file with no imports, no build step, nothing fetched from elsewhere; the routes are asked
 // in one function (askServer) and the tab is drawn into the element render() is given.
@@ -17,14 +17,16 @@
 // the pointed query, at = { i, pinned }. stop() ends what the view has under way when the panel closes. A new part
 // of the panel is one more view in panelViews().
 //
-// A run trained to fill blanks (task=fill_blank, answer.continues_text false) reads a text with blanks: typed as the
-// marker ./runs names, or tokens the person hides by position, per panel (panel.question.blanks, for the text they
-// were hidden in). Its views speak of the blank's left and right sides, where a next-token run's speak of the past and
-// the future; its strip blanks each token alone, and its writing fills the blanks.
+// What the panel says of a run's task is the server's: each answer's `words` (viewer/words.py) holds every phrase
+// that differs between tasks, some of them templates whose {names} the panel fills in (say()); nothing here names a
+// task. A run whose words say how to hide a token (words.blank_how) reads a text with blanks: typed in it, or tokens
+// the person hides by position, per panel (panel.question.blanks, for the text they were hidden in); the answer's
+// `blanks` are the positions hidden. A run that does not continue a text (answer.continues_text false) writes by
+// filling those blanks.
 
 // matplotlib's "Blues", as the Images tab's attn/pattern draws the weights (trainer/diagnostics.py pattern_figure).
 const BLUES = ["#f7fbff", "#deebf7", "#c6dbef", "#9ecae1", "#6baed6", "#4292c6", "#2171b5", "#08519c", "#08306b"];
-// matplotlib's "YlOrRd" for a token's loss in nats: pale where the model expected the next token, dark red where it
+// matplotlib's "YlOrRd" for a token's loss in nats: pale where the model expected its target, dark red where it
 // was surprised; a different map from the weights' so that the two are never read for each other.
 const YLORRD = ["#ffffcc", "#ffeda0", "#fed976", "#feb24c", "#fd8d3c", "#fc4e2a", "#e31a1c", "#bd0026", "#800026"];
 const HIDDEN = "rgba(255, 127, 14, 0.6)"; // tab:orange hatching, the keys the task's mask hides
@@ -36,6 +38,7 @@ const PANELS_AT_START = 4; // runs ticked when the tab opens
 const PROMPT_SHOWN = 60; // characters of the prompt shown before a continuation
 const GENERATE_TOKENS = 100; // the continuation's length when the tab opens
 const SEED = 1337; // sample.py's default
+const CONTINUE = "Continue the text"; // the button until a run's answer says what it writes
 const TEMPERATURE_TITLE =
   "Divides the logits before the softmax: below 1 sharpens the shown prediction, above 1 flattens it; " +
   "the continuation samples at it";
@@ -43,17 +46,13 @@ const HINT =
   "Each ticked run reads the text through its checkpoint. Point at a row of a heat map (query i), or at a token " +
   "of a loss strip, to see what that query reads and predicts; click to keep it.";
 // The counterfactual looks: answers.py's name for each, and the panel's; the masked look's is the task's, which the
-// answer sends (answer.words.masked: "future masked", "right side hidden").
+// answer sends (answer.words.masked).
 const LOOKS = [
   ["trained", "as trained"],
   ["masked", null],
   ["uniform", "uniform"],
   ["no_look", "no look"],
 ];
-// Salazar et al. 2020's pseudo-log-likelihood: the strip of a run that fills blanks, said once under it.
-const NOT_A_LIKELIHOOD =
-  "Not a likelihood: each token is scored with every other token of the text visible, so these terms do not add " +
-  "up to the text's log-probability (their sum is a pseudo-log-likelihood, Salazar et al. 2020).";
 
 // TensorBoard calls render() with nothing: the tab fills the iframe's page. A host that passes an element gets the
 // tab drawn into it. anywidget passes the widget's model too: the panel asks the kernel, in an element of the
@@ -186,8 +185,6 @@ async function openTab(root, ask, pause = TYPING_PAUSE_MS) {
     return tab;
   }
   controls.tokens.title = `1 to ${listing.max_generate}`;
-  controls.blankHint.textContent = blankHint(listing.marker);
-  tab.marker = listing.marker;
   controls.temperature.title += ` (${listing.temperatures[0]} to ${listing.temperatures[1]})`;
   controls.text.value = tab.text = listing.text;
   const count = () => countCharacters(controls, listing.max_chars);
@@ -204,7 +201,7 @@ function controlsView() {
   const count = span("count", "");
   const temperature = input("temperature", "1", 5, { inputmode: "decimal", spellcheck: "false" });
   temperature.title = TEMPERATURE_TITLE;
-  const generate = h("button", { id: "generate", type: "button" }, "Continue the text");
+  const generate = h("button", { id: "generate", type: "button" }, CONTINUE);
   const tokens = input("tokens", GENERATE_TOKENS, 4, { inputmode: "numeric", "aria-label": "Tokens to write" });
   const seed = input("seed", SEED, 6, { inputmode: "numeric", "aria-label": "Seed" });
   const runs = h("div", { class: "runs", role: "group", "aria-label": "Runs" });
@@ -213,36 +210,35 @@ function controlsView() {
   settings.append(h("span", { class: "continue" }, generate, length, ", seed ", seed));
   const label = h("label", { class: "text-label", for: "text" }, "Text ", count);
   const blankHint = message("hint blank-hint", "");
-  blankHint.hidden = true; // until a panel's run fills blanks
+  blankHint.hidden = true; // until a panel's run hides tokens
   const hints = [message("hint", HINT), blankHint];
   const element = h("section", { class: "controls" }, label, text, settings, ...hints, runs);
   return { element, text, count, temperature, generate, length, tokens, seed, runs, blankHint };
 }
 
-function blankHint(marker) {
-  return (
-    `Runs that fill blanks (task=fill_blank): type ${marker} in the text for a blank (\\${marker} types the ` +
-    "character itself), or shift-click a token in such a run's panel to hide it behind the blank there."
-  );
-}
-
-// The controls fit the open panels: the blanks' line where a run fills blanks, and the button says what the runs
-// write (a run that fills blanks writes no continuation, so the length is not asked of it alone). A panel's run
-// writes as its last readable answer said (a next-token run refuses a text with a blank); one never read continues.
+// The controls fit the open panels: the blanks' line where a run hides tokens, the button says what the runs write
+// (each run's words.write, one of each), and the length is asked where a run continues the text. A panel's run
+// writes as its last readable answer said; one never read continues.
 function fitControls(tab) {
   const panels = [...tab.panels.values()];
-  const fill = panels.some((panel) => panel.fills);
-  const go = !panels.length || panels.some((panel) => !panel.fills);
   const { generate, length, blankHint } = tab.controls;
-  generate.textContent =
-    fill && go ? "Continue the text / fill the blanks" : fill ? "Fill the blanks" : "Continue the text";
-  length.hidden = !go;
-  blankHint.hidden = !fill;
+  const writes = [...new Set(panels.map((panel) => panel.words?.write ?? CONTINUE))].sort();
+  generate.textContent = writes.map((write, k) => (k ? write[0].toLowerCase() + write.slice(1) : write)).join(" / ");
+  generate.textContent ||= CONTINUE;
+  length.hidden = panels.length > 0 && panels.every((panel) => panel.words && !panel.continues);
+  const hint = panels.map((panel) => panel.words?.blank_hint).find(Boolean);
+  blankHint.textContent = hint ?? "";
+  blankHint.hidden = !hint;
 }
 
-// Whether an answer is a run's that fills blanks (task=fill_blank) rather than one that continues a text.
-function fillsBlanks(answer) {
-  return Boolean(answer && !answer.error && answer.continues_text === false);
+// Whether a run hides tokens behind a blank, as its words say: they tell how.
+function hidesTokens(answer) {
+  return Boolean(answer && !answer.error && answer.words.blank_how);
+}
+
+// A phrase of the task's words with its {names} filled in from `values`.
+function say(template, values) {
+  return template.replace(/\{(\w+)\}/g, (_, name) => values[name]);
 }
 
 function countCharacters(controls, max) {
@@ -286,7 +282,8 @@ function openPanel(tab, run) {
   const element = h("article", { class: "panel", "data-run": run.name });
   const question = { layer: 0, step: null, blanks: [] };
   const panel = { tab, run, element, answer: null, at: { i: null, pinned: false }, question, hiddenIn: "" };
-  panel.fills = false; // whether its run fills blanks, as its last readable answer said
+  panel.words = null; // its run's words and whether it continues a text, as its last readable answer said
+  panel.continues = true;
   panel.asker = latest(tab.ask);
   panel.generation = generationView(panel);
   panel.views = panelViews(panel);
@@ -338,7 +335,7 @@ async function request(panel) {
   element.dataset.text = text; // what it shows: the page tests wait on it
   panel.answer = answer;
   if (!answer.error) {
-    panel.fills = fillsBlanks(answer);
+    [panel.words, panel.continues] = [answer.words, answer.continues_text];
     element.dataset.step = answer.step;
     const { i, pinned } = panel.at;
     if (i === null || i >= answer.tokens.length || !pinned) panel.at = { i: firstQuery(answer), pinned: false };
@@ -359,10 +356,10 @@ function movedToKept(panel, answer) {
   return true;
 }
 
-// The query a panel points at unless one is kept: as attend.py, the last token, or the last blank of a run that
-// fills blanks.
+// The query a panel points at unless one is kept: as attend.py, the last token, or the last blank where the text
+// has one.
 function firstQuery(answer) {
-  return fillsBlanks(answer) && answer.blanks.length ? answer.blanks.at(-1) : answer.tokens.length - 1;
+  return answer.blanks.length ? answer.blanks.at(-1) : answer.tokens.length - 1;
 }
 
 // Every view's part for the panel's answer, in the views' order, then the pointed query.
@@ -384,8 +381,8 @@ function pin(panel, i) {
   follow(panel);
 }
 
-// A click on token i (the heat map's row, a strip's token) keeps it as the query; with shift, in a run that fills
-// blanks, it hides the token behind the blank, or shows it again.
+// A click on token i (the heat map's row, a strip's token) keeps it as the query; with shift, in a run that hides
+// tokens, it hides the token behind the blank, or shows it again.
 function clicked(panel, i, event) {
   if (event.shiftKey && hideable(panel, i)) toggleHidden(panel, i);
   else pin(panel, i);
@@ -394,7 +391,7 @@ function clicked(panel, i, event) {
 // Whether token i of the panel's text can be hidden or shown again: not a blank typed in the text.
 function hideable(panel, i) {
   const { answer, question } = panel;
-  return fillsBlanks(answer) && (!answer.blanks.includes(i) || question.blanks.includes(i));
+  return hidesTokens(answer) && (!answer.blanks.includes(i) || question.blanks.includes(i));
 }
 
 // Hides token i behind the blank, or shows it again, and asks again with query i kept.
@@ -496,15 +493,13 @@ function byStep(files) {
   return steps;
 }
 
-// The line of the run's switches, and the notes: the run's ("best.pt: damaged (...); reading last.pt") and the
-// text's (cut to block_size).
+// The line of the run's switches, how it reads in its task's words (its mask applied or lifted), and the notes: the
+// run's ("best.pt: damaged (...); reading last.pt"), the text's (cut to block_size) and the mask's (where a prefix
+// ends).
 function switches(answer) {
-  const reads = fillsBlanks(answer)
-    ? ["fills blanks", answer.causal ? "masked (causal): reads the left of a blank" : "unmasked: reads both sides"]
-    : [answer.causal ? "masked (causal)" : "unmasked: reads the future"];
   const parts = [
     `${answer.file}, step ${answer.step}`,
-    ...reads,
+    answer.causal ? answer.words.applied : answer.words.lifted,
     answer.scale ? `scaled by 1/√${answer.d_k}` : `unscaled, d_k ${answer.d_k}`,
   ];
   if (answer.softcap) parts.push(`capped at ${answer.softcap}`);
@@ -515,16 +510,12 @@ function switches(answer) {
   return lines;
 }
 
-// The blanks of a run that fills them: how to make one, and the tokens hidden by position in this panel, each a
-// button that shows it again.
+// The blanks of a run that hides tokens: how to make one (its words), and the tokens hidden by position in this
+// panel, each a button that shows it again.
 function blanksView(panel) {
   const show = (answer) => {
-    if (!fillsBlanks(answer)) return [];
-    const marker = panel.tab.marker;
-    const how =
-      `□ is the blank: type ${marker} in the text for one. To hide a token in this panel only, shift-click it (in ` +
-      "the strip, or its row of the heat map), or press Hide above its top five; a click keeps a query, as anywhere.";
-    const lines = [message("blanks-how", how)];
+    if (!hidesTokens(answer)) return [];
+    const lines = [message("blanks-how", answer.words.blank_how)];
     const hidden = panel.question.blanks.filter((i) => i < answer.tokens.length);
     if (hidden.length) {
       const shown = hidden.map((i) => {
@@ -572,7 +563,7 @@ function attentionView(panel) {
       piece.style.background = blues(row[j]);
       piece.style.color = row[j] > 0.5 ? "#fff" : "#111";
       piece.classList.toggle("query", j === i);
-      piece.classList.toggle("future", leaks(answer, i, j));
+      piece.classList.toggle("leak", leaks(answer, i, j));
       piece.title = `a[${i},${j}] = ${row[j].toFixed(3)}`;
     });
     cellLine.textContent = cellWords(answer, map.cell, at);
@@ -582,17 +573,17 @@ function attentionView(panel) {
     const { entropy, max_weight: largest } = answer.stats;
     stats.textContent =
       `row i=${i}: entropy ${entropy[i].toFixed(3)} nats · largest weight ${largest[i].toFixed(3)} ` +
-      `(j=${top} ${quote(answer.tokens[top])}) · ` +
-      (fillsBlanks(answer) ? `weight ${sides(answer, i)}` : `future mass ${answer.stats.future_mass[i].toFixed(3)}`);
+      `(j=${top} ${quote(answer.tokens[top])}) · weight ${sides(answer, i)}`;
   };
   return { show, point };
 }
 
-// Where query i's weight sits, for a run that fills blanks: both sides of the blank are its to read.
+// Where query i's weight sits: before it, on itself and after it, in its task's words for the two sides.
 function sides(answer, i) {
-  const { past_mass: left, future_mass: right } = answer.stats;
-  const itself = 1 - left[i] - right[i];
-  return `${left[i].toFixed(3)} on the left, ${itself.toFixed(3)} on itself, ${right[i].toFixed(3)} on the right`;
+  const [before, after] = [answer.stats.past_mass[i], answer.stats.future_mass[i]];
+  const [itself, words] = [1 - before - after, answer.words];
+  const parts = [[before, words.before], [itself, "itself"], [after, words.after]];
+  return parts.map(([weight, where]) => `${weight.toFixed(3)} on ${where}`).join(", ");
 }
 
 // Whether key j is hidden from query i by the task's mask (answers.py's `hidden_keys`: per query, the keys it hides).
@@ -601,7 +592,7 @@ function isHidden(answer, i, j) {
 }
 
 // Whether key j is a leak for query i: hidden by the task's mask, which this run does not apply, where the targets
-// lie ahead (for a run that fills blanks the keys after a query are the blank's right side, which it may read).
+// lie ahead (where a query's target is itself, hidden behind the blank, the keys after it are no leak).
 function leaks(answer, i, j) {
   return !answer.causal && answer.targets_ahead && isHidden(answer, i, j);
 }
@@ -610,10 +601,9 @@ function cellWords(answer, cell, at) {
   if (!cell) return at.pinned ? `query ${at.i} kept: click it again to follow the pointer` : "";
   const { i, j } = cell;
   const { weights, tokens } = answer;
-  const right = fillsBlanks(answer) ? " (j > i: its right side)" : " (j > i: the future)";
-  const future = j > i ? right : "";
+  const after = j > i ? ` (j > i: ${answer.words.after})` : "";
   const reading = `query ${quote(tokens[i])} reading key ${quote(tokens[j])}`;
-  return `a[${i},${j}] = ${weights[i][j].toFixed(3)}: ${reading}${future}`;
+  return `a[${i},${j}] = ${weights[i][j].toFixed(3)}: ${reading}${after}`;
 }
 
 // The heat map's canvas, sized for the tokens: pointing at a row points at that query (and at a cell, names its
@@ -712,7 +702,7 @@ function drawHidden(context, { size, cell, left, top }, hiddenKeys) {
   context.restore();
 }
 
-// Labels: keys across the top, queries down the left, whitespace drawn (␣ ↵).
+// Labels: keys across the top, queries down the side, whitespace drawn (␣ ↵).
 function drawLabels(context, { size, cell, font, upright, left, top }, tokens, query) {
   context.font = `${font}px monospace`;
   context.textBaseline = "middle";
@@ -735,21 +725,18 @@ function drawLabels(context, { size, cell, font, upright, left, top }, tokens, q
   }
 }
 
-// The loss strips: the text once per setting, each token coloured by the loss of predicting its target (the token
-// after it; for a run that fills blanks, the token itself hidden alone) (nats, one scale for every panel), beside it
-// this text's mean of those terms, the terms whose mean over the validation windows is its curve (val/loss,
-// val/loss_causal, val/loss_one_blank); the scale's key; the pointed token's line.
+// The loss strips: the text once per setting, each token coloured by the loss of predicting its target (the task's
+// words say which) (nats, one scale for every panel), beside it this text's mean of those terms, the terms whose mean
+// over the validation windows is its curve (the strip's tag); the task's note on them; the scale's key; the pointed
+// token's line.
 function stripsView(panel) {
   const pointLine = message("strip-point", "");
   let strips = [];
   const show = (answer) => {
-    const caption = fillsBlanks(answer)
-      ? "Each token coloured by the loss of predicting it when it alone is hidden behind the blank (a blank typed " +
-        "in the text hides a token the text does not say):"
-      : "Each token coloured by the loss of predicting the token after it (the text's last token has none):";
+    const caption = message("strips-caption", answer.words.strip_caption);
     strips = answer.strips.map((strip) => lossStrip(panel, answer, strip));
-    const part = h("div", { class: "strips" }, message("strips-caption", caption), ...strips.map((s) => s.row));
-    if (fillsBlanks(answer)) part.append(message("not-likelihood", NOT_A_LIKELIHOOD));
+    const part = h("div", { class: "strips" }, caption, ...strips.map((s) => s.row));
+    if (answer.words.strip_note) part.append(message("strip-note", answer.words.strip_note));
     part.append(lossKey(panel.tab.scale, answer.uniform_loss, answer.vocab_size), pointLine);
     if (answer.problem) part.append(message("error problem", answer.problem));
     return [part];
@@ -766,13 +753,12 @@ function stripsView(panel) {
   return { show, point };
 }
 
-// What query i is asked to predict, as the pointed token's line says it: " → 'r'" (the next token), " hides 'f'"
-// (a token hidden by position), nothing for a token of a run that fills blanks (itself).
+// What query i is asked to predict, as the pointed token's line says it: a blank " hides 'f'" (or its token is
+// unknown, typed in the text); another token as its task's words say (" → 'r'").
 function targetWords(answer, i) {
   const next = answer.strips[0].predictions[i].next; // a text cut to block_size still has one at its last position
-  if (!fillsBlanks(answer)) return next === null ? ` → ${answer.words.missing}` : ` → ${quote(next)}`;
-  if (!answer.blanks.includes(i)) return "";
-  return next === null ? " (typed: its token unknown)" : ` hides ${quote(next)}`;
+  if (answer.blanks.includes(i)) return next === null ? " (typed: its token unknown)" : ` hides ${quote(next)}`;
+  return say(answer.words.points, { target: next === null ? answer.words.missing : quote(next) });
 }
 
 function lossStrip(panel, answer, strip) {
@@ -790,14 +776,13 @@ function lossStrip(panel, answer, strip) {
     const loss = strip.losses[i];
     if (loss === null) {
       piece.classList.add("none");
-      const why = fillsBlanks(answer) ? "typed in the text, which does not say its token" : answer.words.missing;
-      piece.title = `${quote(token)}: ${why}, no ${answer.words.target} to score`;
+      piece.title = `${quote(token)}: ${answer.words.missing}, no ${answer.words.target} to score`;
     } else {
       piece.style.background = ramp(YLORRD, loss / top);
       piece.style.color = loss / top > 0.55 ? "#fff" : "#111";
       piece.title = `${quote(token)}${targetWords(answer, i)}: loss ${loss.toFixed(3)} nats`;
     }
-    piece.classList.toggle("blank", fillsBlanks(answer) && answer.blanks.includes(i));
+    piece.classList.toggle("blank", answer.blanks.includes(i));
     piece.addEventListener("mousemove", () => point(panel, i));
     piece.addEventListener("click", (event) => clicked(panel, i, event));
     line.append(piece, ...(token.endsWith("↵") ? [h("br")] : []));
@@ -826,9 +811,9 @@ function lossKey({ top, tick }, uniform, vocab) {
   return h("div", { class: "loss-key" }, scale, span("key-words", "loss, nats: one scale for every panel"));
 }
 
-// The pointed query's prediction: the top five next tokens and the actual next one, as trained and (a run trained
-// without the mask) with the mask put back, side by side, at the temperature the answer was computed at. For a run
-// that fills blanks: the top five for the query's token hidden alone, and a button that hides it, or shows it again.
+// The pointed query's prediction: the top five for its target and the actual one, as trained and (a run trained
+// without the mask) with the mask put back, side by side, at the temperature the answer was computed at; for a run
+// that hides tokens, a button that hides it, or shows it again.
 function predictionView(panel) {
   const caption = message("prediction-caption", "");
   const hide = h("button", { type: "button", class: "hide" });
@@ -864,11 +849,10 @@ function predictionView(panel) {
 function predictionCaption(answer, i) {
   const at = `i=${i} ${quote(answer.tokens[i])}`;
   const five = `the top five at temperature ${answer.temperature}`;
-  if (!fillsBlanks(answer)) {
+  if (!answer.blanks.includes(i)) {
     const both = answer.strips.length > 1 ? ", as trained and with the mask put back" : "";
-    return `After ${at}, the next token: ${five}${both}`;
+    return say(answer.words.top_caption, { at, five, both });
   }
-  if (!answer.blanks.includes(i)) return `With ${at} alone hidden behind the blank, the token there: ${five}`;
   const hiding = answer.strips[0].predictions[i].next;
   const which = hiding === null ? `typed at i=${i}` : `at i=${i}, hiding ${quote(hiding)}`;
   return `The blank ${which}: its ${five.slice(4)}`;
@@ -876,12 +860,8 @@ function predictionCaption(answer, i) {
 
 // The query's target and its probability and loss; or why it has none.
 function actualToken(answer, { next, p_next: chance, loss }) {
-  if (next === null) {
-    return fillsBlanks(answer)
-      ? "typed in the text, which does not say its token: nothing to score"
-      : `${answer.words.missing}: no ${answer.words.target} to score`;
-  }
-  const target = fillsBlanks(answer) ? "hidden" : "next";
+  const { missing, target } = answer.words;
+  if (next === null) return `${missing}: no ${target} to score`;
   const at = answer.temperature === 1 ? "" : " (at temperature 1)";
   return `${target} ${quote(next)}: p ${probability(chance)} · loss ${loss.toFixed(3)} nats${at}`;
 }
@@ -898,9 +878,9 @@ function choice(label, p, actual) {
   );
 }
 
-// What the look gives the pointed query: the next token's probability with its row of weights as trained, its
-// future masked, uniform and none at all, the model run again; and the server's sentence about them. For a run that
-// fills blanks, the blank's token (the hidden one, or a typed blank's likeliest) with its right side hidden.
+// What the look gives the pointed query: its target's probability (a typed blank's likeliest token's) with its row
+// of weights as trained, with the keys its task's mask hides taken away, uniform and none at all, the model run
+// again; and the server's sentence about them.
 function counterfactualView() {
   const [caption, numbers, words] = ["cf-caption", "cf-numbers", "cf-words"].map((name) => message(name, ""));
   const show = () => [h("div", { class: "counterfactual" }, caption, numbers, words)];
@@ -924,23 +904,19 @@ function lookCaption(answer, i) {
   const look = answer.counterfactuals[i];
   const layer = answer.n_layer > 1 ? ` (layer ${answer.layer})` : "";
   if (!look) {
-    const why = answer.words.no_counterfactual; // the task's: "what the look contributes needs the next token: ..."
+    const why = answer.words.no_counterfactual; // the task's
     return `${why[0].toUpperCase()}${why.slice(1)}.`;
   }
-  if (!fillsBlanks(answer)) {
-    const next = answer.strips[0].predictions[i].next;
-    return `What the look gives: p(${quote(next)} next) with query ${i}'s weights, the model run again${layer}`;
-  }
-  const guessed = answer.strips[0].predictions[i].next === null ? ", its likeliest filling" : "";
+  const guessed = answer.strips[0].predictions[i].next === null ? ", its likeliest" : "";
   return (
-    `What the look gives the blank at i=${i}: p(${quote(look.target)}${guessed}) with its weights ` +
+    `What the look gives query ${i}: p(${quote(look.target)}${guessed}) with its weights ` +
     `(${sides(answer, i)}), the model run again${layer}`
   );
 }
 
 // Continue the text: each open panel's run writes N tokens after it, at its step, with the controls' temperature and
 // seed (the same sampling as sample.py), or fills the blanks of the text, those hidden in its panel included (a run
-// that fills blanks); the answer stays in the panel, marked when the text, step or blanks have moved on.
+// that does not continue a text); the answer stays in the panel, marked when the text, step or blanks have moved on.
 function continueAll(tab) {
   const { tokens, temperature, seed } = tab.controls;
   for (const panel of tab.panels.values()) {
@@ -977,8 +953,7 @@ function generationView(panel) {
 }
 
 function continuation(panel, asked, answer) {
-  const writing = fillsBlanks(panel.answer) ? "filling the blanks…" : `writing ${asked.tokens} tokens…`;
-  if (!answer) return [message("gen-caption", writing)];
+  if (!answer) return [message("gen-caption", panel.words ? say(panel.words.writing, asked) : "writing…")];
   if (answer.error) return [message("error", answer.error)];
   if (answer.filled) return filling(panel, asked, answer);
   const caption =
@@ -990,7 +965,7 @@ function continuation(panel, asked, answer) {
   if (answer.note) parts.push(message("note", answer.note)); // the model read only the text's last block_size tokens
   const shown = panel.answer && !panel.answer.error ? panel.answer.step : answer.step;
   if (asked.text !== panel.tab.text || shown !== answer.step) {
-    parts.push(message("note", "written for an earlier text or step: Continue the text again"));
+    parts.push(message("note", `written for an earlier text or step: ${panel.words?.write ?? CONTINUE} again`));
   }
   return parts;
 }
@@ -1004,7 +979,7 @@ function filling(panel, asked, answer) {
     `${answer.temperature}, seed ${answer.seed}:`;
   const shown = panel.answer;
   const current =
-    fillsBlanks(shown) &&
+    Boolean(shown && !shown.error) &&
     asked.text === panel.element.dataset.text &&
     asked.blanks.join() === panel.question.blanks.join() &&
     shown.step === answer.step &&
@@ -1017,7 +992,8 @@ function filling(panel, asked, answer) {
     );
   } else box.append(answer.text);
   const parts = [message("gen-caption", caption), box];
-  if (!current) parts.push(message("note", "filled for an earlier text, step or blanks: Fill the blanks again"));
+  const again = `filled for an earlier text, step or blanks: ${panel.words?.write ?? CONTINUE} again`;
+  if (!current) parts.push(message("note", again));
   return parts;
 }
 
@@ -1032,12 +1008,13 @@ function stepsView() {
     fold.title.replaceChildren(...lessonSteps(answer, i));
     const row = answer.weights[i];
     const largest = row.indexOf(Math.max(...row));
-    const masked = answer.causal ? answer.hidden_keys[i] : [];
-    const keys = answer.tokens.flatMap((_, j) => (masked.includes(j) ? [] : [j]));
+    const hidden = answer.causal ? answer.hidden_keys[i] : [];
+    const keys = answer.tokens.flatMap((_, j) => (hidden.includes(j) ? [] : [j]));
     const lines = keys.map((j) => keyRow(answer, i, j, j === largest));
-    if (masked.length) {
-      const rest = `j = ${spans(masked)}: masked${afterQuery(masked, i, answer) ? " (j > i)" : ""}, weight exactly 0`;
-      lines.push(h("tr", { class: "masked" }, h("td", { colspan: 6 }, rest)));
+    if (hidden.length) {
+      const after = afterQuery(hidden, i, answer) ? " (j > i)" : "";
+      const rest = `j = ${spans(hidden)}: hidden by the mask${after}, weight exactly 0`;
+      lines.push(h("tr", { class: "hidden-keys" }, h("td", { colspan: 6 }, rest)));
     }
     table.replaceChildren(stepsHead(answer), h("tbody", {}, ...lines));
     scroller.scrollTop = Math.max(0, (lines[keys.indexOf(largest)]?.offsetTop ?? 0) - scroller.clientHeight / 2);
@@ -1056,9 +1033,9 @@ function spans(keys) {
   return runs.map(([first, end]) => (first === end ? `${first}` : `${first} to ${end}`)).join(", ");
 }
 
-// Whether the keys masked from query i are exactly those after it, the causal triangle's row.
-function afterQuery(masked, i, answer) {
-  return masked.length === answer.tokens.length - 1 - i && masked.every((j) => j > i);
+// Whether the keys hidden from query i are exactly those after it, the causal triangle's row.
+function afterQuery(hidden, i, answer) {
+  return hidden.length === answer.tokens.length - 1 - i && hidden.every((j) => j > i);
 }
 
 function lessonSteps(answer, i) {
@@ -1086,7 +1063,7 @@ function keyRow(answer, i, j, largest) {
   const weight = answer.weights[i][j];
   const bar = span("bar", "");
   Object.assign(bar.style, { width: `${(weight * 60).toFixed(1)}px`, background: blues(0.35 + weight * 0.65) });
-  const mark = h("td", { class: "mark" }, bar, ...(leaks(answer, i, j) ? [span("future", "future")] : []));
+  const mark = h("td", { class: "mark" }, bar, ...(leaks(answer, i, j) ? [span("leak", "future")] : []));
   const cells = [
     h("td", { class: "j" }, j),
     h("td", { class: "token" }, answer.tokens[j]),

@@ -27,27 +27,27 @@ NEUTRAL = "0.35"  # the colour of the line-style entries in a legend: a style, n
 
 
 @dataclass(frozen=True)
-class Look:
+class Style:
     color: Any
     linestyle: str = "-"
     marker: str | None = None  # None: the plot's own
 
 
-LegendEntries = list[tuple[str, Look | None]]  # (label, look); no look: a heading such as "model.d_k"
+LegendEntries = list[tuple[str, Style | None]]  # (label, style); no style: a heading such as "model.d_k"
 
 
 @dataclass
 class Encoding:
-    looks: list[Look]  # one per run, in the runs' order
+    styles: list[Style]  # one per run, in the runs' order
     legend: LegendEntries
 
 
 def encode(runs: list[RunCurves], keys: list[str], style_first: str | None = None) -> Encoding:
-    """The look of each run, and the legend that decodes them, from the swept `keys` (see the module's doc)."""
+    """The style of each run, and the legend that decodes them, from the swept `keys` (see the module's doc)."""
     if not keys or len({repr([run.settings.get(key) for key in keys]) for run in runs}) < len(runs):
         colours = palette(len(runs))
-        legend = [(wrapped(run.name), Look(colour)) for run, colour in zip(runs, colours)]
-        return Encoding([Look(colour) for colour in colours], legend)
+        legend = [(wrapped(run.name), Style(colour)) for run, colour in zip(runs, colours)]
+        return Encoding([Style(colour) for colour in colours], legend)
 
     style_key = style_key_of(runs, keys, style_first)
     styles = line_styles(runs, style_key)
@@ -57,19 +57,19 @@ def encode(runs: list[RunCurves], keys: list[str], style_first: str | None = Non
     colour_of = {repr(values): colour for values, colour in zip(distinct, palette(len(distinct)))}
     if len(colour_keys) == 1 and all(is_number(values[0]) for values in distinct):
         distinct.sort()  # the legend reads from the smallest value up
-    looks = [
-        Look(colour_of[repr(values)], styles.get(repr(run.settings.get(style_key)), "-"))
+    chosen = [
+        Style(colour_of[repr(values)], styles.get(repr(run.settings.get(style_key)), "-"))
         for run, values in zip(runs, colour_values)
     ]
     legend: LegendEntries = [(", ".join(colour_keys), None)]
     for values in distinct:
         label = ", ".join(word(value) for value in values)
         style = styles[repr(values[0])] if colour_keys == [style_key] else "-"
-        legend.append((label, Look(colour_of[repr(values)], style)))
+        legend.append((label, Style(colour_of[repr(values)], style)))
     if style_key is not None and style_key not in colour_keys:
         values = {repr(run.settings.get(style_key)): run.settings.get(style_key) for run in runs}
-        legend += [(style_key, None)] + [(word(values[key]), Look(NEUTRAL, style)) for key, style in styles.items()]
-    return Encoding(looks, legend)
+        legend += [(style_key, None)] + [(word(values[key]), Style(NEUTRAL, style)) for key, style in styles.items()]
+    return Encoding(chosen, legend)
 
 
 def wrapped(name: str, width: int = 40) -> str:
