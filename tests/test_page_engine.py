@@ -191,6 +191,39 @@ def test_the_pages_attention_answers_are_the_servers(page, data, logdir):
     check()
 
 
+def test_a_text_asked_after_another_is_answered_as_if_asked_alone(page, data):
+    """Each model keeps its latest forward and takes from it what the next text leaves unchanged (page.js's
+    forwardAll): in every run (masked, unmasked, a finite mask value, prefix LMs, fill in the blank, two layers), a
+    chain of texts typed one after another (a key added at the end, the same text, one removed, a token changed
+    inside the prefix and after it, a longer one) gets exactly the answer a page asked that text alone gives."""
+    chain = [VALIDATION[:20], VALIDATION[:21], VALIDATION[:21], VALIDATION[:19], "Sx" + VALIDATION[2:19],
+             VALIDATION[:18] + "x", VALIDATION]  # fmt: skip
+    bodies = []
+    for run in data["runs"]["runs"]:
+        fills = run["name"].startswith("fill")
+        layer = {"layer": 1} if "two layers" in run["name"] else {}
+        for text in chain:
+            body = {"run": run["name"], "text": text[:3] + "_" + text[4:] if fills else text, **layer}
+            bodies.append(body | ({"blanks": [len(text) - 2]} if fills else {}))
+    page.evaluate("(text) => { window.pageData = text; }", json.dumps(data))
+    answers = page.evaluate(
+        """async (bodies) => {
+          const typed = engine.answering(JSON.parse(pageData));
+          const answers = [];
+          for (const body of bodies) {
+            const alone = engine.answering(JSON.parse(pageData));
+            answers.push([await typed("attention", body), await alone("attention", body)].map(JSON.stringify));
+          }
+          return answers;
+        }""",
+        bodies,
+    )
+    assert len(answers) == len(bodies) > len(chain) * 8
+    for body, (typed, alone) in zip(bodies, answers, strict=True):
+        assert "error" not in json.loads(alone), (body, alone)
+        assert typed == alone, body
+
+
 @pytest.fixture(scope="module")
 def decisive(page, logdir, tmp_path_factory) -> Path:
     """A next-token run and a fill-in-the-blank run of random weights, whose logits lie far apart (unlike those of
