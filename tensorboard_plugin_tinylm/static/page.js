@@ -886,7 +886,7 @@ function maskOf(model, causal) {
 
 // TinyLM's forward on `ids`, keeping every layer's input, q, k, v and attention (raw, fed, weights of every query
 // row, as the flattened (T, T) matrices of the trace); the logits of the positions `wanted` (every one by default),
-// the last layer computing those rows alone. A whole forward is kept as the model's latest for its `causal`, and the
+// the last layer computing those rows alone. A whole forward is settled as the model's latest for its `causal`, and the
 // next one through the same mask takes from it what cannot have changed (`unchanged`): a key typed at the end of a
 // text under the causal mask then computes one position's projections, MLP and logits, not every one's; unmasked, the
 // first layer's projections of the tokens before it. Every row's attention is computed again for the trace (its raw
@@ -895,17 +895,17 @@ function forwardAll(model, ids, causal, wanted = null) {
   const T = ids.length;
   const { causal: masks, mask } = maskOf(model, causal);
   const before = wanted ? null : model.forwards.get(causal);
-  const { same, kept } = before ? unchanged(model, before, ids, masks, mask) : { same: 0, kept: 0 };
-  if (kept === T && before.ids.length === T) return before;
+  const { same, settled } = before ? unchanged(model, before, ids, masks, mask) : { same: 0, settled: 0 };
+  if (settled === T && before.ids.length === T) return before;
   let xs = ids.map((token, i) => (i < same ? before.layers[0].xs[i] : embedded(model, token, i)));
   const layers = [];
   const n = model.config.n_layer;
   for (let l = 0; l < n; l++) {
-    const reused = l ? kept : same; // the positions whose input to this layer is as before
+    const reused = l ? settled : same; // the positions whose input to this layer is as before
     const projected = xs.map((x, i) => (i < reused ? before.layers[l].projected[i] : project(model, l, x)));
     const ks = projected.map((p) => p.k);
     const vs = projected.map((p) => p.v);
-    const outputs = l === n - 1 ? before?.xs : before?.layers[l + 1].xs; // the rows kept leave the layer as before
+    const outputs = l === n - 1 ? before?.xs : before?.layers[l + 1].xs; // as the settled rows leave the layer
     const rows = l === n - 1 && wanted ? wanted : ids.map((_, i) => i);
     const attended = { raw: new Float64Array(T * T), fed: new Float64Array(T * T), weights: new Float64Array(T * T) };
     const next = xs.slice();
@@ -914,13 +914,13 @@ function forwardAll(model, ids, causal, wanted = null) {
       attended.raw.set(result.raw, i * T);
       attended.fed.set(result.fed, i * T);
       attended.weights.set(result.weights, i * T);
-      next[i] = i < kept ? outputs[i] : finish(model, l, xs[i], mixed(result.weights, vs));
+      next[i] = i < settled ? outputs[i] : finish(model, l, xs[i], mixed(result.weights, vs));
     }
     layers.push({ xs, projected, attended });
     xs = next;
   }
   const logits = [];
-  for (const i of wanted ?? ids.map((_, k) => k)) logits[i] = i < kept ? before.logits[i] : logitsOf(model, xs[i]);
+  for (const i of wanted ?? ids.map((_, k) => k)) logits[i] = i < settled ? before.logits[i] : logitsOf(model, xs[i]);
   const forward = { ids, causal, layers, xs, logits };
   if (!wanted) model.forwards.set(causal, forward);
   return forward;
@@ -928,15 +928,15 @@ function forwardAll(model, ids, causal, wanted = null) {
 
 // What a forward of `ids` takes as it is from `before`, a forward through the same mask: the positions before the
 // first token that differs (`same`) enter the first layer as before; of those, the ones no later key reaches leave
-// every layer as before (`kept`): all of them for the same ids; else where the causal mask hides the later keys
+// every layer as before (`settled`): all of them for the same ids; else where the causal mask hides the later keys
 // entirely, which it does only where it writes minus infinity (a finite mask value leaves the hidden keys a weight)
 // and the prefix it opens both ways ends by then; none otherwise.
 function unchanged(model, before, ids, masks, mask) {
   const shorter = Math.min(before.ids.length, ids.length);
   let same = 0;
   while (same < shorter && before.ids[same] === ids[same]) same++;
-  if (same === ids.length && same === before.ids.length) return { same, kept: same };
-  return { same, kept: masks && mask === -Infinity && model.task.prefix <= same ? same : 0 };
+  if (same === ids.length && same === before.ids.length) return { same, settled: same };
+  return { same, settled: masks && mask === -Infinity && model.task.prefix <= same ? same : 0 };
 }
 
 // The logits at position i of a forward that differs from `base` (forwardAll's, as trained) at position i alone:
