@@ -840,14 +840,20 @@ function attend(model, q, ks, i, causal, mask) {
   const fed = new Float64Array(T);
   const divisor = Math.sqrt(q.length);
   for (let j = 0; j < T; j++) {
-    let s = 0;
-    for (let c = 0; c < q.length; c++) s += q[c] * ks[j][c];
+    let s = score(q, ks[j]);
     raw[j] = s;
     if (scale) s /= divisor;
     if (softcap) s = softcap * Math.tanh(s / softcap);
     fed[j] = causal && hides(model, i, j) ? mask : s;
   }
   return { raw, fed, weights: Float64Array.from(softmax(fed)) };
+}
+
+// q . k, the raw score.
+function score(q, k) {
+  let s = 0;
+  for (let c = 0; c < q.length; c++) s += q[c] * k[c];
+  return s;
 }
 
 // The values mixed by the weights: sum_j a_j v_j.
@@ -888,9 +894,9 @@ function maskOf(model, causal) {
 // row, as the flattened (T, T) matrices of the trace); the logits of the positions `wanted` (every one by default),
 // the last layer computing those rows alone. A whole forward is settled as the model's latest for its `causal`, and the
 // next one through the same mask takes from it what cannot have changed (`unchanged`): a key typed at the end of a
-// text under the causal mask then computes one position's projections, MLP and logits, not every one's; unmasked, the
-// first layer's projections of the tokens before it. Every row's attention is computed again for the trace (its raw
-// scores reach the keys that changed).
+// text under the causal mask then computes one position's projections, MLP and logits, not every one's, and of the
+// other rows' attention only the raw scores of the keys that changed (which the mask hides from them); unmasked, the
+// first layer's projections of the tokens before it.
 function forwardAll(model, ids, causal, wanted = null) {
   const T = ids.length;
   const { causal: masks, mask } = maskOf(model, causal);
@@ -910,11 +916,16 @@ function forwardAll(model, ids, causal, wanted = null) {
     const attended = { raw: new Float64Array(T * T), fed: new Float64Array(T * T), weights: new Float64Array(T * T) };
     const next = xs.slice();
     for (const i of rows) {
+      if (i < settled) {
+        settle(before.layers[l].attended, before.ids.length, attended, i, settled, projected[i].q, ks, mask);
+        next[i] = outputs[i];
+        continue;
+      }
       const result = attend(model, projected[i].q, ks, i, masks, mask);
       attended.raw.set(result.raw, i * T);
       attended.fed.set(result.fed, i * T);
       attended.weights.set(result.weights, i * T);
-      next[i] = i < settled ? outputs[i] : finish(model, l, xs[i], mixed(result.weights, vs));
+      next[i] = finish(model, l, xs[i], mixed(result.weights, vs));
     }
     layers.push({ xs, projected, attended });
     xs = next;
@@ -937,6 +948,20 @@ function unchanged(model, before, ids, masks, mask) {
   while (same < shorter && before.ids[same] === ids[same]) same++;
   if (same === ids.length && same === before.ids.length) return { same, settled: same };
   return { same, settled: masks && mask === -Infinity && model.task.prefix <= same ? same : 0 };
+}
+
+// Settled row i's attention into `attended`, T keys wide, from `before`, a forward's of `wide` keys: as before up to
+// `settled`; from there the keys that changed, which the mask hides from it, their raw scores computed (q the row's
+// query, ks the keys).
+function settle(before, wide, attended, i, settled, q, ks, mask) {
+  const T = ks.length;
+  for (const part of ["raw", "fed", "weights"]) {
+    attended[part].set(before[part].subarray(i * wide, i * wide + settled), i * T);
+  }
+  for (let j = settled; j < T; j++) {
+    attended.raw[i * T + j] = score(q, ks[j]);
+    attended.fed[i * T + j] = mask;
+  }
 }
 
 // The logits at position i of a forward that differs from `base` (forwardAll's, as trained) at position i alone:
