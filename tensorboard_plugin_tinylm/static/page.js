@@ -559,8 +559,8 @@ function counterfactualRows(model, reading, layer, i) {
 }
 
 // Every query's counterfactual looks as answered (null where it has no target), each computed when first read: the
-// panel reads only the pointed query's, and each look runs the rest of the model again (three for every query of
-// every key typed, where a forward runs it once), while JSON.stringify of the answer reads, and so computes, all.
+// panel reads only the pointed query's, and each query's three looks run the rest of the model three times, more
+// work than the forward itself for every key typed. JSON.stringify of the answer reads, and so computes, them all.
 function counterfactuals(engine, model, reading, layer, logits) {
   const { ids, targets } = reading;
   const asked = targets.map((target, i) => (target !== null || !guess(model, ids, i) ? target : argmax(logits[i])));
@@ -892,7 +892,7 @@ function maskOf(model, causal) {
 
 // TinyLM's forward on `ids`, keeping every layer's input, q, k, v and attention (raw, fed, weights of every query
 // row, as the flattened (T, T) matrices of the trace); the logits of the positions `wanted` (every one by default),
-// the last layer computing those rows alone. A whole forward is settled as the model's latest for its `causal`, and the
+// the last layer computing those rows alone. A whole forward stays as the model's latest for its `causal`, and the
 // next one through the same mask takes from it what cannot have changed (`unchanged`): a key typed at the end of a
 // text under the causal mask then computes one position's projections, MLP and logits, not every one's, and of the
 // other rows' attention only the raw scores of the keys that changed (which the mask hides from them); unmasked, the
