@@ -7,7 +7,8 @@ python export.py ckpt=multirun/leak/DATE out=/tmp/leak.html
 python tests/page_browser.py /tmp/leak.html --text "To be, or not to be, that is the question:" --query 17 \
     --out docs/page-leak.png
 TINYLM_PAGE_TIMING=1 python tests/page_browser.py /tmp/leak.html --out /tmp/page.png \
-    --text "To be, or not to be, that is the question: Whether 'tis nobler in the mind to suffer"
+    --text "Whether 'tis nobler in the mind to suffer the slings and arrows."
+(64 characters: a default-size run's whole context, model.block_size=64; the key typed is its last token)
 """
 
 import argparse
@@ -19,12 +20,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from attention_browser import CHROMIUM, FLAGS, WIDTH, click_query, type_text, wait_for_panels
+from attention_browser import CHROMIUM, FLAGS, SHOWN, WIDTH, click_query, type_text, wait_for_panels
 
 DEAD_PROXY = "--proxy-server=127.0.0.1:9"  # nothing listens there: a request that got past the CSP fails
 IN_PAGE = ("blob:", "data:", "about:")  # what a page made of one file may ask for, besides itself
 FIREFOX = "/usr/bin/firefox-esr"
-TYPING_PAUSE_S = 0.12  # index.js's TYPING_PAUSE_MS: a redraw waits for the typing to pause this long
+KEYS = "abcdefg"  # the keys timed, each typed as a text's last character
 
 
 @dataclass
@@ -86,30 +87,63 @@ def time_to_first_panel(page) -> float:
     return page.evaluate("() => performance.now()") / 1000
 
 
+# Resolves, once a key is typed in the text box, with the seconds from the key (its event's time) to the first frame
+# painted with every panel showing the text: polled at each frame, and read after that frame's paint (a task queued
+# from the frame's callback runs once it is painted).
+KEY_TO_PAINT = (
+    """() => {
+  window.keyToPaint = new Promise((resolve) => {
+    const shown = """
+    + SHOWN
+    + """;
+    const box = document.getElementById("text");
+    box.addEventListener("keydown", (event) => {
+      const poll = () => {
+        if (!shown()) return requestAnimationFrame(poll);
+        setTimeout(() => resolve((performance.now() - event.timeStamp) / 1000));
+      };
+      requestAnimationFrame(poll);
+    }, { once: true });
+  });
+}"""
+)
+
+
 def time_per_key(page, text: str) -> list[float]:
-    """Seconds from each of five keys typed (the text's last character, a different one each time) to every panel
-    drawn anew, the typing pause included."""
+    """Seconds from each of KEYS typed (the text's last character, a different one each time) to every panel
+    painted anew."""
     box = page.locator("#text")
     took = []
-    for last in "abcde":
+    for last in KEYS:
         box.fill(text[:-1])
         wait_for_panels(page)
-        started = page.evaluate("() => performance.now()")
+        page.evaluate(KEY_TO_PAINT)
         box.press(last)
-        wait_for_panels(page)
-        took.append((page.evaluate("() => performance.now()") - started) / 1000)
+        took.append(page.evaluate("() => window.keyToPaint"))
     return took
 
 
 def print_timing(page, text: str) -> None:
+    """The time to the first panel, and per key with every panel open, then with the first alone (the others closed
+    and opened again after)."""
     first = time_to_first_panel(page)
+    print(f"first panel drawn {first:.3f} s after opening; a key typed as the last of {len(text)} characters, "
+          f"to its panels painted, median of {len(KEYS)} keys:")  # fmt: skip
+    panels = page.locator(".panel").evaluate_all("panels => panels.map((panel) => panel.dataset.run)")
+    print_keys(page, text, f"{len(panels)} panel(s)")
+    if len(panels) > 1:
+        for run in panels[1:]:
+            page.locator(f'.run[data-run="{run}"] input').uncheck()
+        print_keys(page, text, f"{panels[0]} alone")
+        for run in panels[1:]:
+            page.locator(f'.run[data-run="{run}"] input').check()
+        wait_for_panels(page)
+
+
+def print_keys(page, text: str, which: str) -> None:
     keys = time_per_key(page, text)
-    panels = page.locator(".panel").count()
-    median = statistics.median(keys)
     each = ", ".join(f"{t:.3f}" for t in keys)
-    print(f"first panel drawn {first:.3f} s after opening; {panels} panel(s), {len(text)} characters: a key typed "
-          f"redrawn in {median:.3f} s median of 5 ({each}), {median - TYPING_PAUSE_S:.3f} s after the typing pause "
-          f"of {TYPING_PAUSE_S} s")  # fmt: skip
+    print(f"  {which}: {statistics.median(keys):.3f} s ({each})")
 
 
 def firefox_screenshot(path: Path, out: Path, width: int = WIDTH, height: int = 1000) -> subprocess.CompletedProcess:

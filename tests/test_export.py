@@ -34,7 +34,7 @@ if not Path(CHROMIUM).exists() and not os.environ.get("CI"):  # CI installs it (
 
 TEXT = "To be, or not"
 BLANK_TEXT = "To b_, or not"  # a blank typed at token 4
-TIMING_TEXT = "To be, or not to be, that is the question: Whether 'tis nobler in the mind to suffer"  # 64+ tokens
+TIMING_TEXT = "To be, or not to be, that is the"  # the tiny runs' whole context (32 tokens): a key typed is read
 MASKED, UNMASKED = "#ff7043", "#0077bb"  # TensorBoard's first two run colours (summary/looks.py)
 DARKEST_BLUE = (0x08, 0x30, 0x6B)  # index.js's BLUES at weight 1: the masked run's query 0 reads key 0 alone
 # What the firefox screenshot must show: both runs' curves and the masked run's heat map.

@@ -191,6 +191,39 @@ def test_the_pages_attention_answers_are_the_servers(page, data, logdir):
     check()
 
 
+def test_a_text_asked_after_another_is_answered_as_if_asked_alone(page, data):
+    """Each model keeps its latest forward and takes from it what the next text leaves unchanged (page.js's
+    forwardAll): in every run (masked, unmasked, a finite mask value, prefix LMs, fill in the blank, two layers), a
+    chain of texts typed one after another (a key added at the end, the same text, one removed, a token changed
+    inside the prefix and after it, a longer one) gets exactly the answer a page asked that text alone gives."""
+    chain = [VALIDATION[:20], VALIDATION[:21], VALIDATION[:21], VALIDATION[:19], "Sx" + VALIDATION[2:19],
+             VALIDATION[:18] + "x", VALIDATION]  # fmt: skip
+    bodies = []
+    for run in data["runs"]["runs"]:
+        fills = run["name"].startswith("fill")
+        layer = {"layer": 1} if "two layers" in run["name"] else {}
+        for text in chain:
+            body = {"run": run["name"], "text": text[:3] + "_" + text[4:] if fills else text, **layer}
+            bodies.append(body | ({"blanks": [len(text) - 2]} if fills else {}))
+    page.evaluate("(text) => { window.pageData = text; }", json.dumps(data))
+    answers = page.evaluate(
+        """async (bodies) => {
+          const typed = engine.answering(JSON.parse(pageData));
+          const answers = [];
+          for (const body of bodies) {
+            const alone = engine.answering(JSON.parse(pageData));
+            answers.push([await typed("attention", body), await alone("attention", body)].map(JSON.stringify));
+          }
+          return answers;
+        }""",
+        bodies,
+    )
+    assert len(answers) == len(bodies) > len(chain) * 8
+    for body, (typed, alone) in zip(bodies, answers, strict=True):
+        assert "error" not in json.loads(alone), (body, alone)
+        assert typed == alone, body
+
+
 @pytest.fixture(scope="module")
 def decisive(page, logdir, tmp_path_factory) -> Path:
     """A next-token run and a fill-in-the-blank run of random weights, whose logits lie far apart (unlike those of
@@ -317,27 +350,45 @@ def test_the_page_refuses_a_recurrent_run_and_a_bpe_run_in_one_line_each(logdir,
 @pytest.mark.skipif(not os.environ.get("TINYLM_PAGE_TIMING"), reason="set TINYLM_PAGE_TIMING=1 to time the page")
 def test_time_the_page_takes_to_answer_at_the_default_size(page, logdir, tmp_path):
     """Prints the milliseconds page.js takes to answer "attention" for a 64-token text at the default model's size
-    (model.block_size=64, model.d_model=128), next-token prediction and fill in the blank (a forward per token), and
-    to write 500 tokens."""
+    (model.block_size=64, model.d_model=128), for next-token prediction masked and unmasked and fill in the blank (a
+    forward per token): a key typed as the text's last character, with the pointed query's counterfactual looks read
+    as the panel reads them; a text whose first token changed (every position computed again); and every look read
+    (JSON.stringify, as the tests read answers). Then the time to write 500 tokens."""
     size = {"block_size": 64, "d_model": 128, "d_k": 128, "d_v": 128}
-    random_run(tmp_path, "next_token", state_of(next(logdir.glob("0_*"))), 0, **size)
+    next_token = state_of(next(logdir.glob("0_*")))
+    random_run(tmp_path, "next_token", next_token, 0, **size)
+    random_run(tmp_path, "next_token, unmasked", next_token, 0, **size, causal=False)
     random_run(tmp_path, "fill_blank", state_of(logdir / "fill"), 0, **size)
     give(page, "default size", page_data([(run, [None]) for run in list_runs(tmp_path)]))
     text = (VALIDATION * 2)[:64]
-    for run, body in [("next_token", {"text": text}), ("fill_blank", {"text": "_" + text[1:], "blanks": [9, 30]})]:
+    runs = [("next_token", text, []), ("next_token, unmasked", text, []), ("fill_blank", "_" + text[1:], [9, 30])]
+    for run, typed, blanks in runs:
         times = page.evaluate(
-            """async (body) => {
-              const times = [];
-              for (let k = 0; k < 6; k++) {
-                const start = performance.now();
-                await asks["default size"]("attention", body);
-                times.push(performance.now() - start);
-              }
-              return times;
+            """async ([run, text, blanks]) => {
+              const ask = (text) => asks["default size"]("attention", { run, text, blanks });
+              const timed = async (texts, read) => {
+                const times = [];
+                for (const text of texts) {
+                  const start = performance.now();
+                  read(await ask(text));
+                  times.push(performance.now() - start);
+                }
+                return times.slice(1); // the first warms the engine up
+              };
+              const keys = [..."abcdefg"].map((key) => text.slice(0, -1) + key);
+              const starts = [..."abcdefg"].map((key) => key + text.slice(1));
+              const pointed = (answer) => answer.counterfactuals[answer.tokens.length - 1];
+              return {
+                "a key typed at the end": await timed(keys, pointed),
+                "the first token changed": await timed(starts, pointed),
+                "every look read": await timed(keys, JSON.stringify),
+              };
             }""",
-            {"run": run, **body},
+            [run, typed, blanks],
         )
-        print(f"page.js attention, {run}, 64 tokens: median {statistics.median(times[1:]):.1f} ms of {times[1:]}")
+        for case, took in times.items():
+            print(f"page.js attention, {run}, 64 tokens, {case}: median {statistics.median(took):.1f} ms of "
+                  f"{[round(t, 1) for t in took]}")  # fmt: skip
     written = page.evaluate(
         """async () => {
           const start = performance.now();

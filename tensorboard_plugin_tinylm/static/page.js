@@ -73,7 +73,7 @@ function attention(engine, request) {
     temperature,
     vocab_size: V,
     uniform_loss: rounded(Math.log(V)),
-    ...predictionsJson(predictions),
+    ...predictions,
   };
 }
 
@@ -558,28 +558,41 @@ function counterfactualRows(model, reading, layer, i) {
   return { masked, uniform: visible.map((v) => v / count), no_look: new Array(T).fill(0) };
 }
 
+// Every query's counterfactual looks as answered (null where it has no target), each computed when first read: the
+// panel reads only the pointed query's, and each query's three looks run the rest of the model three times, more
+// work than the forward itself for every key typed. JSON.stringify of the answer reads, and so computes, them all.
 function counterfactuals(engine, model, reading, layer, logits) {
-  const { ids, targets, forward } = reading;
+  const { ids, targets } = reading;
   const asked = targets.map((target, i) => (target !== null || !guess(model, ids, i) ? target : argmax(logits[i])));
-  const found = ids.map(() => null);
-  const causal = model.config.causal;
-  const kinds = engine.constants.counterfactuals;
-  const T = ids.length;
+  const found = [];
   asked.forEach((target, i) => {
-    if (target === null) return;
-    const rows = counterfactualRows(model, reading, layer, i);
-    const trained = forward.layers[layer].attended.weights.subarray(i * T, (i + 1) * T);
-    const numbers = { trained: softmax(logits[i])[target] };
-    for (const kind of kinds) {
-      // A row equal to the trained one (the future masked where the mask wrote minus infinity) needs no forward.
-      const same = rows[kind].every((a, j) => a === trained[j]);
-      const looked = same ? logits[i] : changedForward(model, forward, i, { layer, row: rows[kind] });
-      numbers[kind] = softmax(looked)[target];
+    if (target === null) {
+      found[i] = null;
+      return;
     }
-    const label = model.tok.labels[target];
-    found[i] = { numbers, target: label, words: words(engine, model, label, numbers, causal) };
+    let look = null;
+    const get = () => (look ??= counterfactual(engine, model, reading, layer, logits[i], i, target));
+    Object.defineProperty(found, i, { get, enumerable: true });
   });
   return found;
+}
+
+// Query i's look at `target`: its probability as trained and with each counterfactual row, and their sentence.
+function counterfactual(engine, model, reading, layer, logits, i, target) {
+  const T = reading.ids.length;
+  const rows = counterfactualRows(model, reading, layer, i);
+  const trained = reading.forward.layers[layer].attended.weights.subarray(i * T, (i + 1) * T);
+  const numbers = { trained: softmax(logits)[target] };
+  for (const kind of engine.constants.counterfactuals) {
+    // A row equal to the trained one (the future masked where the mask wrote minus infinity) needs no forward.
+    const same = rows[kind].every((a, j) => a === trained[j]);
+    const looked = same ? logits : changedForward(model, reading.forward, i, { layer, row: rows[kind] });
+    numbers[kind] = softmax(looked)[target];
+  }
+  const label = model.tok.labels[target];
+  const sentence = words(engine, model, label, numbers, model.config.causal);
+  const shown = Object.fromEntries(Object.entries(numbers).map(([kind, p]) => [kind, rounded(p)]));
+  return { ...shown, target: label, words: sentence };
 }
 
 function argmax(values) {
@@ -633,18 +646,6 @@ function words(engine, model, label, numbers, causal) {
 // viewer/predictions.py's probability(): "1.00, 0.43, 0.031, 0.0029, 2.1e-05".
 function probability(p) {
   return p >= 0.1 ? fixed(p, 2) : general(p, 2);
-}
-
-function predictionsJson(predictions) {
-  return {
-    strips: predictions.strips,
-    counterfactuals: predictions.counterfactuals.map((found) => {
-      if (found === null) return null;
-      const numbers = Object.fromEntries(Object.entries(found.numbers).map(([kind, p]) => [kind, rounded(p)]));
-      return { ...numbers, target: found.target, words: found.words };
-    }),
-    problem: predictions.problem,
-  };
 }
 
 // ---- writing (viewer/generation.py) ----------------------------------------------------------------------------
@@ -744,6 +745,7 @@ function prepared(json) {
     layers,
     lnF: [tensor("ln_f.weight"), tensor("ln_f.bias")],
     head: tensor("lm_head.weight"),
+    forwards: new Map(), // its latest whole forward for each `causal` (forwardAll)
   };
 }
 
@@ -829,26 +831,29 @@ function project(model, l, x) {
   return { q, k, v: linear(h, layer.Wv, null, model.dv) };
 }
 
-// attention() for query i over keys ks and values vs: its raw scores, what the softmax is fed, its weights and the
-// weighted sum of the values, `causal` and `mask` as the layer reads them for this forward; given `row` (a
-// counterfactual look), that sum with `row` as the weights alone.
-function attend(model, q, ks, vs, i, causal, mask, row = null) {
-  if (row) return { out: mixed(row, vs) };
+// attention() for query i over keys ks: its raw scores, what the softmax is fed and its weights, `causal` and `mask`
+// as the layer reads them for this forward (mixed() then weighs the values).
+function attend(model, q, ks, i, causal, mask) {
   const { scale, softcap } = model.config;
   const T = ks.length;
   const raw = new Float64Array(T);
   const fed = new Float64Array(T);
   const divisor = Math.sqrt(q.length);
   for (let j = 0; j < T; j++) {
-    let s = 0;
-    for (let c = 0; c < q.length; c++) s += q[c] * ks[j][c];
+    let s = score(q, ks[j]);
     raw[j] = s;
     if (scale) s /= divisor;
     if (softcap) s = softcap * Math.tanh(s / softcap);
     fed[j] = causal && hides(model, i, j) ? mask : s;
   }
-  const weights = Float64Array.from(softmax(fed));
-  return { raw, fed, weights, out: mixed(weights, vs) };
+  return { raw, fed, weights: Float64Array.from(softmax(fed)) };
+}
+
+// q . k, the raw score.
+function score(q, k) {
+  let s = 0;
+  for (let c = 0; c < q.length; c++) s += q[c] * k[c];
+  return s;
 }
 
 // The values mixed by the weights: sum_j a_j v_j.
@@ -887,33 +892,76 @@ function maskOf(model, causal) {
 
 // TinyLM's forward on `ids`, keeping every layer's input, q, k, v and attention (raw, fed, weights of every query
 // row, as the flattened (T, T) matrices of the trace); the logits of the positions `wanted` (every one by default),
-// the last layer computing those rows alone.
+// the last layer computing those rows alone. A whole forward stays as the model's latest for its `causal`, and the
+// next one through the same mask takes from it what cannot have changed (`unchanged`): a key typed at the end of a
+// text under the causal mask then computes one position's projections, MLP and logits, not every one's, and of the
+// other rows' attention only the raw scores of the keys that changed (which the mask hides from them); unmasked, the
+// first layer's projections of the tokens before it.
 function forwardAll(model, ids, causal, wanted = null) {
   const T = ids.length;
   const { causal: masks, mask } = maskOf(model, causal);
-  let xs = ids.map((token, i) => embedded(model, token, i));
+  const before = wanted ? null : model.forwards.get(causal);
+  const { same, settled } = before ? unchanged(model, before, ids, masks, mask) : { same: 0, settled: 0 };
+  if (settled === T && before.ids.length === T) return before;
+  let xs = ids.map((token, i) => (i < same ? before.layers[0].xs[i] : embedded(model, token, i)));
   const layers = [];
   const n = model.config.n_layer;
   for (let l = 0; l < n; l++) {
-    const projected = xs.map((x) => project(model, l, x));
+    const reused = l ? settled : same; // the positions whose input to this layer is as before
+    const projected = xs.map((x, i) => (i < reused ? before.layers[l].projected[i] : project(model, l, x)));
     const ks = projected.map((p) => p.k);
     const vs = projected.map((p) => p.v);
+    const outputs = l === n - 1 ? before?.xs : before?.layers[l + 1].xs; // as the settled rows leave the layer
     const rows = l === n - 1 && wanted ? wanted : ids.map((_, i) => i);
     const attended = { raw: new Float64Array(T * T), fed: new Float64Array(T * T), weights: new Float64Array(T * T) };
     const next = xs.slice();
     for (const i of rows) {
-      const result = attend(model, projected[i].q, ks, vs, i, masks, mask);
+      if (i < settled) {
+        settle(before.layers[l].attended, before.ids.length, attended, i, settled, projected[i].q, ks, mask);
+        next[i] = outputs[i];
+        continue;
+      }
+      const result = attend(model, projected[i].q, ks, i, masks, mask);
       attended.raw.set(result.raw, i * T);
       attended.fed.set(result.fed, i * T);
       attended.weights.set(result.weights, i * T);
-      next[i] = finish(model, l, xs[i], result.out);
+      next[i] = finish(model, l, xs[i], mixed(result.weights, vs));
     }
     layers.push({ xs, projected, attended });
     xs = next;
   }
   const logits = [];
-  for (const i of wanted ?? ids.map((_, k) => k)) logits[i] = logitsOf(model, xs[i]);
-  return { ids, causal, layers, xs, logits };
+  for (const i of wanted ?? ids.map((_, k) => k)) logits[i] = i < settled ? before.logits[i] : logitsOf(model, xs[i]);
+  const forward = { ids, causal, layers, xs, logits };
+  if (!wanted) model.forwards.set(causal, forward);
+  return forward;
+}
+
+// What a forward of `ids` takes as it is from `before`, a forward through the same mask: the positions before the
+// first token that differs (`same`) enter the first layer as before; of those, the ones no later key reaches leave
+// every layer as before (`settled`): all of them for the same ids; else where the causal mask hides the later keys
+// entirely, which it does only where it writes minus infinity (a finite mask value leaves the hidden keys a weight)
+// and the prefix it opens both ways ends by then; none otherwise.
+function unchanged(model, before, ids, masks, mask) {
+  const shorter = Math.min(before.ids.length, ids.length);
+  let same = 0;
+  while (same < shorter && before.ids[same] === ids[same]) same++;
+  if (same === ids.length && same === before.ids.length) return { same, settled: same };
+  return { same, settled: masks && mask === -Infinity && model.task.prefix <= same ? same : 0 };
+}
+
+// Settled row i's attention into `attended`, T keys wide, from `before`, a forward's of `wide` keys: as before up to
+// `settled`; from there the keys that changed, which the mask hides from it, their raw scores computed (q the row's
+// query, ks the keys).
+function settle(before, wide, attended, i, settled, q, ks, mask) {
+  const T = ks.length;
+  for (const part of ["raw", "fed", "weights"]) {
+    attended[part].set(before[part].subarray(i * wide, i * wide + settled), i * T);
+  }
+  for (let j = settled; j < T; j++) {
+    attended.raw[i * T + j] = score(q, ks[j]);
+    attended.fed[i * T + j] = mask;
+  }
 }
 
 // The logits at position i of a forward that differs from `base` (forwardAll's, as trained) at position i alone:
@@ -928,8 +976,7 @@ function changedForward(model, base, i, { input = null, layer = 0, row = null })
   let l = layer;
   if (row) {
     const { projected } = base.layers[layer];
-    const result = attend(model, null, null, projected.map((p) => p.v), i, causal, mask, row);
-    changed = finish(model, layer, base.layers[layer].xs[i], result.out);
+    changed = finish(model, layer, base.layers[layer].xs[i], mixed(row, projected.map((p) => p.v)));
     l = layer + 1;
   }
   for (; l < n; l++) {
@@ -947,7 +994,7 @@ function changedForward(model, base, i, { input = null, layer = 0, row = null })
     const vs = projected.map((p) => p.v);
     const next = xs.slice();
     for (const q of last ? [i] : xs.map((_, k) => k)) {
-      next[q] = finish(model, l, xs[q], attend(model, projected[q].q, ks, vs, q, causal, mask).out);
+      next[q] = finish(model, l, xs[q], mixed(attend(model, projected[q].q, ks, q, causal, mask).weights, vs));
     }
     xs = next;
   }

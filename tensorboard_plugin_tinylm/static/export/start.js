@@ -24,9 +24,11 @@ async function start() {
     import(url("curves.js")),
     classic("uPlot"),
   ]);
+  // No typing pause (index.js waits 120 ms for a server): the page answers in itself, as soon as a key is typed.
   const shown = index.default.render({
     ask: page.answering(read("tinylm-answers")),
     el: document.getElementById("attention"),
+    pause: 0,
   });
   curves.drawCurves(document.getElementById("curves"), read("tinylm-curves"), window.uPlot);
   await shown;
