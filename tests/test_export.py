@@ -35,7 +35,7 @@ if not Path(CHROMIUM).exists() and not os.environ.get("CI"):  # CI installs it (
 TEXT = "To be, or not"
 BLANK_TEXT = "To b_, or not"  # a blank typed at token 4
 TIMING_TEXT = "To be, or not to be, that is the"  # the tiny runs' whole context (32 tokens): a key typed is read
-MASKED, UNMASKED = "#ff7043", "#0077bb"  # TensorBoard's first two run colours (summary/looks.py)
+MASKED, UNMASKED = "#ff7043", "#0077bb"  # TensorBoard's first two run colours (summary/styles.py)
 DARKEST_BLUE = (0x08, 0x30, 0x6B)  # index.js's BLUES at weight 1: the masked run's query 0 reads key 0 alone
 # What the firefox screenshot must show: both runs' curves and the masked run's heat map.
 COLOURS = [tuple(int(colour[at : at + 2], 16) for at in (1, 3, 5)) for colour in (MASKED, UNMASKED)] + [DARKEST_BLUE]

@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
+from test_faults_trainer import HOLD_AFTER_EVALUATION
 
 from conftest import ROOT
-from test_faults_trainer import HOLD_AFTER_EVALUATION
 
 NOTEBOOK_EXTRA = ("nbclient", "jupytext", "ipykernel", "anywidget")
 

@@ -17,7 +17,7 @@ from model import TinyLM
 from summary.runs import find_runs
 from trainer.checkpoint import BEST, KEPT_FORMAT, LAST, kept_path, load_checkpoint, save_checkpoint
 from trainer.config import ConfigError, plain_config, to_train_config
-from viewer.checkpoints import choose, load, look, named_checkpoint
+from viewer.checkpoints import choose, load, named_checkpoint, peek
 from viewer.runs import checkpoint_at, list_runs
 from viewer.walk import CHECKPOINT_FILES, EVENTS_FILES, find_run_dirs, walk_runs
 
@@ -155,7 +155,7 @@ def test_a_loaded_model_is_kept_until_its_file_changes(tmp_path):
     write_checkpoint(tmp_path / LAST, 20, seed=2)  # the run saved again: replaced, as save_checkpoint replaces
     os.utime(path, ns=(1, 1))  # a different time, however coarse the file system's clock
     second = load(path)
-    assert second is not first and second.step == 20 and look(path).step == 20
+    assert second is not first and second.step == 20 and peek(path).step == 20
     assert not torch.equal(second.model.lm_head.weight, first.model.lm_head.weight)
 
 

@@ -1,5 +1,5 @@
 """A trained run's checkpoints as its readers take them (attend.py, sample.py, the Attention tab): one looked at
-without its weights (`look`), the one a reader uses (`choose`: the first whole one in the reader's order, named
+without its weights (`peek`), the one a reader uses (`choose`: the first whole one in the reader's order, named
 when another was damaged), and one loaded as a model on the CPU with its tokenizer and task (`load`), kept while its
 file stays the same.
 
@@ -80,7 +80,7 @@ def file_key(path: Path) -> tuple:
     return path.resolve(), stat.st_size, stat.st_mtime_ns
 
 
-def look(path: Path) -> Peek:
+def peek(path: Path) -> Peek:
     """`path`'s step through trainer/checkpoint.py's glance, once its zip records are checked (bytes read, not one
     tensor built); remembered while the file stays the same. A file that fails gets load_checkpoint's reason; one
     gone since it was listed (a run that trains thins its kept checkpoints) has no step."""
@@ -116,7 +116,7 @@ def choose(run_dir: Path, order: tuple[str, ...] = READ_ORDER, named: Callable[[
     present = [run_dir / name for name in order if (run_dir / name).exists()]
     passed = []
     for path in present:
-        seen = look(path)
+        seen = peek(path)
         if seen.step is not None:
             note = "; ".join(f"{named(bad)}: {reason}" for bad, reason in passed)
             return Choice(path, seen.step, f"{note}; reading {named(path)} (step {seen.step})" if note else "")

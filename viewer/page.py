@@ -26,6 +26,7 @@ from viewer.generation import SEEDS
 from viewer.predictions import CLOSE, COUNTERFACTUALS, FAR, NOTABLE, PART, TOP, UNEXPECTED
 from viewer.readings import LEAK
 from viewer.runs import RunCheckpoints, load_at
+from viewer.words import words_of
 
 # The tasks page.js knows: what a position predicts, how a text is hidden, the mask it is read through.
 TASKS = ("next_token", "fill_blank", "prefix_lm")
@@ -76,7 +77,7 @@ def page_model(checkpoint: Checkpoint) -> dict:
             "blank": task.blank,
             "prefix": task.mask.prefix,  # the first keys of a window read both ways (model/mask.py's Mask)
             "strips": [asdict(kind) for kind in task.strips(config)],
-            "words": asdict(task.words),
+            "words": asdict(words_of(task)),
         },
         "tokenizer": {
             "tokens": [tokenizer.id_to_token(i) for i in ids],  # a character each, but the added tokens

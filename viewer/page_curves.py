@@ -1,14 +1,14 @@
 """The curves of the one-file page (export.py): each run's scalars read from its TensorBoard events (summary/runs.py),
 laid out as TensorBoard's Custom Scalars shows them (trainer/tags.py's layout, which each run wrote for itself), in the
-colours TensorBoard gives the runs (summary/looks.py)."""
+colours TensorBoard gives the runs (summary/styles.py)."""
 
 import math
 import re
 
 from matplotlib.colors import to_hex
 
-from summary.looks import palette
 from summary.runs import RunCurves, read_run
+from summary.styles import palette
 from trainer.tags import layout
 from viewer.runs import RunCheckpoints
 

@@ -1,6 +1,6 @@
 """The runs under a directory as the Attention tab lists them and attend.py reads them: each with the checkpoint read
 by default, its step and every step it kept (RUN/steps/step-N.pt, best.pt, last.pt), all seen without loading a
-model (viewer/checkpoints.py's look). A run is named as TensorBoard names it: its path relative to the directory
+model (viewer/checkpoints.py's peek). A run is named as TensorBoard names it: its path relative to the directory
 searched ("." for that directory itself).
 """
 
@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 from trainer.checkpoint import BEST, LAST, CheckpointError, kept_checkpoints
 from trainer.config import ConfigError
 from trainer.overrides import distinct_overrides, naming_overrides, read_overrides, shared_overrides, switches_label
-from viewer.checkpoints import READ_ORDER, Checkpoint, choose, load, look
+from viewer.checkpoints import READ_ORDER, Checkpoint, choose, load, peek
 from viewer.walk import find_run_dirs
 
 
@@ -64,7 +64,7 @@ def steps_of(run_dir: Path, default: Path | None) -> list[Step]:
     candidates = [default, run_dir / BEST, run_dir / LAST, *kept_checkpoints(run_dir)]
     steps: dict[int, Path] = {}
     for path in dict.fromkeys(candidate for candidate in candidates if candidate and candidate.is_file()):
-        step = look(path).step
+        step = peek(path).step
         if step is not None:
             steps.setdefault(step, path)
     return [Step(step, steps[step]) for step in sorted(steps)]

@@ -1017,7 +1017,10 @@ function stepsView() {
       lines.push(h("tr", { class: "hidden-keys" }, h("td", { colspan: 6 }, rest)));
     }
     table.replaceChildren(stepsHead(answer), h("tbody", {}, ...lines));
-    scroller.scrollTop = Math.max(0, (lines[keys.indexOf(largest)]?.offsetTop ?? 0) - scroller.clientHeight / 2);
+    // In the next frame: read now, the offsets would force a layout of the page for each panel, key after key.
+    requestAnimationFrame(() => {
+      scroller.scrollTop = Math.max(0, (lines[keys.indexOf(largest)]?.offsetTop ?? 0) - scroller.clientHeight / 2);
+    });
   };
   return { show: () => [fold.details], point };
 }
@@ -1074,12 +1077,18 @@ function keyRow(answer, i, j, largest) {
   return h("tr", { "data-key": j, ...(largest ? { class: "largest" } : {}) }, ...cells, mark);
 }
 
+// Each ramp's colours as [r, g, b], parsed once: a heat map asks for thousands of cells at every key.
+const CHANNELS = new Map();
+
 function ramp(colours, position) {
+  if (!CHANNELS.has(colours)) {
+    CHANNELS.set(colours, colours.map((hex) => [1, 3, 5].map((k) => parseInt(hex.slice(k, k + 2), 16))));
+  }
   const at = Math.min(Math.max(position, 0), 1) * (colours.length - 1);
   const low = Math.floor(at);
   const high = Math.min(low + 1, colours.length - 1);
   const mix = at - low;
-  const [a, b] = [colours[low], colours[high]].map((hex) => [1, 3, 5].map((k) => parseInt(hex.slice(k, k + 2), 16)));
+  const [a, b] = [CHANNELS.get(colours)[low], CHANNELS.get(colours)[high]];
   return `rgb(${a.map((value, k) => Math.round(value + (b[k] - value) * mix)).join(",")})`;
 }
 
