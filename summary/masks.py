@@ -1,12 +1,10 @@
 """The mask each run trained with, as a picture for the summary's figures: the run's task's Mask, built from its
 saved settings (Hydra's config.yaml, its last resume's) and its tokenizer as train.py built it, applied where
-model.causal is true; drawn as TensorBoard's attn/mask draws it (trainer/diagnostics.py's mask_figure)."""
+model.causal is true; drawn as TensorBoard's attn/mask draws it (trainer/diagnostics.py's mask_picture)."""
 
 from pathlib import Path
 
 import numpy as np
-import torch
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from omegaconf import DictConfig, OmegaConf
 from tokenizers import Tokenizer
 
@@ -14,11 +12,11 @@ from model import Mixer, ModelConfig
 from summary.runs import hydra_config
 from task import TaskConfig, task_for
 from trainer.config import ConfigError, TrainConfig, to_typed
-from trainer.diagnostics import mask_figure
+from trainer.diagnostics import mask_picture
 
 
 def trained_mask(run_dir: Path) -> np.ndarray | None:
-    """The picture (height, width, RGBA) of the mask the run in `run_dir` trained with; None for a run without its
+    """The picture (height, width, RGB) of the mask the run in `run_dir` trained with; None for a run without its
     settings or tokenizer (one Hydra did not start), whose settings no longer read, or whose model mixes the
     positions by a recurrence (it has no mask)."""
     settings, tokenizer = hydra_config(run_dir), run_dir / "tokenizer.json"
@@ -30,12 +28,9 @@ def trained_mask(run_dir: Path) -> np.ndarray | None:
         return None
     if config.model.mixer is not Mixer.attention:
         return None
-    task, size = task_for(config, Tokenizer.from_file(str(tokenizer))), config.model.block_size
-    hidden = task.mask.hidden_keys(size) if config.model.causal else torch.zeros(size, size, dtype=torch.bool)
-    title = f"task={task.name}, model.causal={config.model.causal}: dark keys are hidden"
-    canvas = FigureCanvasAgg(mask_figure(hidden, title))
-    canvas.draw()
-    return np.asarray(canvas.buffer_rgba(), dtype=np.float32) / 255
+    task = task_for(config, Tokenizer.from_file(str(tokenizer)))
+    picture = mask_picture(task.mask, config.model.causal, config.model.block_size, f"task={task.name}")
+    return picture.astype(np.float32) / 255
 
 
 def group(schema: type, settings: DictConfig, name: str) -> object:

@@ -10,7 +10,7 @@ import math
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
+from functools import cache, partial
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -111,9 +111,23 @@ def log_mask(
     if not model.attention_layers():
         return  # a recurrent model: no mask
     config = model.config
-    hidden = mask.hidden_keys(config.block_size) if config.causal else torch.zeros(config.block_size, config.block_size)
-    title = f"{name}, model.causal={config.causal}: dark keys are hidden"
-    draw(partial(add_pattern, writer, "attn/mask", partial(mask_figure, hidden, title), 0))
+    picture = partial(mask_picture, mask, config.causal, config.block_size, name)
+    draw(lambda: writer.add_image("attn/mask", picture(), 0, dataformats="HWC"))
+
+
+@cache
+def mask_picture(mask: Mask, causal: bool, size: int, name: str) -> np.ndarray:
+    """attn/mask's picture (height, width, RGB) of `mask` over a window of `size` as the model applies it (none where
+    `causal` is false), `name` saying whose it is. Drawn once per process for each: the jobs of a sweep, and the
+    runs of a notebook or of the summary's figures, ask for the same few pictures again and again."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    hidden = mask.hidden_keys(size) if causal else torch.zeros(size, size, dtype=torch.bool)
+    canvas = FigureCanvasAgg(mask_figure(hidden, f"{name}, model.causal={causal}: dark keys are hidden"))
+    canvas.draw()
+    picture = np.asarray(canvas.buffer_rgba())[:, :, :3].copy()
+    picture.flags.writeable = False  # shared by every caller
+    return picture
 
 
 def mask_figure(hidden: Tensor, title: str) -> "Figure":
