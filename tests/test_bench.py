@@ -83,7 +83,7 @@ def test_bench_config_composes_the_train_groups_and_checks_the_bench_settings():
 @pytest.fixture(scope="module")
 def bench_run(tmp_path_factory, cache_dir) -> tuple[dict, str]:
     """`python bench.py` at tiny sizes (in this process: conftest's cli): every section, one block size (1024) for
-    the attention comparison."""
+    the attention comparison, its training step on a batch of 4 (the attention layer's batch) rather than 32."""
     tmp = tmp_path_factory.mktemp("bench")
     text = tmp / "text.txt"
     text.write_text("To be, or not to be, that is the question.\n" * 500)
@@ -93,6 +93,7 @@ def bench_run(tmp_path_factory, cache_dir) -> tuple[dict, str]:
         f"data.path={text}",
         f"data.cache_dir={cache_dir}",
         "model.d_model=16",
+        "trainer.batch_size=4",
         "model.d_k=16",
         "model.d_v=16",
         "bench.warmup_steps=1",
@@ -141,7 +142,7 @@ def test_bench_writes_every_section_to_json_and_prints_it_as_tables(bench_run):
     assert "| length | batch | attention ms | gru ms | lstm ms | gru / attention | lstm / attention |" in printed
     assert set(results["tokenization"]["mb_per_s"]) == {"bpe", "char"}
     assert 0 < results["startup"]["warm_s"] < 60 and 0 < results["startup"]["cold_s"] < 60
-    assert "| training, full step (batch 32 x block 64), tokens/s |" in printed
+    assert "| training, full step (batch 4 x block 64), tokens/s |" in printed
     assert "| 1024 | 4 |" in printed and "| target (2-core CPU) | measured | holds |" in printed
 
 
