@@ -8,6 +8,8 @@ from task import fill_blank, next_token, prefix_lm  # noqa: F401 (each registers
 from task.base import IGNORE, TASKS, Batch, Evaluation, Task, register
 from task.config import TaskConfig
 
+DRAWN = {token: label for task in TASKS.values() for token, label in task.drawn.items()}  # every task's, by token
+
 
 def task_for(config, tokenizer: Tokenizer) -> Task:
     """The task `config` (a TrainConfig) trains, reading with `tokenizer`."""
@@ -22,4 +24,15 @@ def task_problems(config) -> list[str]:
     return chosen.problems(config)
 
 
-__all__ = ["IGNORE", "TASKS", "Batch", "Evaluation", "Task", "TaskConfig", "register", "task_for", "task_problems"]
+__all__ = [
+    "DRAWN",
+    "IGNORE",
+    "TASKS",
+    "Batch",
+    "Evaluation",
+    "Task",
+    "TaskConfig",
+    "register",
+    "task_for",
+    "task_problems",
+]

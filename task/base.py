@@ -82,6 +82,7 @@ class Task:
     continues_text: ClassVar[bool]  # whether it writes a text left to right (sample.py, the tab's Continue)
     curves: ClassVar[dict[str, Curve]] = {}  # the extra curves, "val_causal" -> val/loss_causal in TensorBoard
     keys: ClassVar[tuple[str, ...]] = ()  # the task.* keys it reads besides its name; the others stay unset
+    drawn: ClassVar[dict[str, str]] = {}  # the special tokens it adds, each drawn by this label among a text's tokens
 
     def __init__(self, config: RunSettings, tokenizer: Tokenizer):
         self.settings, self.block_size = config.task, config.model.block_size  # the run's task.* settings

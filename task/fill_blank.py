@@ -65,6 +65,7 @@ class FillBlank(Task):
     honest = "val_hidden"
     continues_text = False
     keys = ("blank_share", "hide")
+    drawn = {BLANK: BLANK_LABEL}
     curves = {
         "val_hidden": Curve(hidden_loss, "every scored token hidden behind the blank"),
         "val_causal": MASK_PUT_BACK,

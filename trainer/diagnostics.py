@@ -20,7 +20,7 @@ from torch import Tensor
 
 from model import CAUSAL, Mask, Probe, TinyLM, future_keys
 from model.statistics import attention_stats, fed_scores, self_weight
-from task.fill_blank import BLANK, BLANK_LABEL
+from task import DRAWN
 
 if TYPE_CHECKING:  # the readers of trained runs (viewer/) use these functions without TensorBoard's writer
     from matplotlib.figure import Figure
@@ -34,7 +34,6 @@ PATTERN_TOKENS = 24  # the pattern image shows the first window's first tokens: 
 HEAT_MAP, COLOUR_BAR, LINE, GAP = 4.5, 0.9, 0.2, 0.1  # inches: the heat map's side, the bar with its numbers
 LABEL_POINTS, MONOSPACE_WIDTH = 14, 0.61  # the tokens' font size, and its characters' width in ems (DejaVu Sans Mono)
 VISIBLE_WHITESPACE = str.maketrans({" ": "␣", "\n": "↵", "\t": "⇥"})
-SHOWN = {BLANK: BLANK_LABEL}  # special tokens drawn otherwise than by name
 
 
 def layer_tag(name: str, layer: int) -> str:
@@ -181,7 +180,7 @@ def token_labels(tokenizer: Tokenizer, ids: list[int]) -> list[str]:
     """Each token's text with its whitespace drawn (␣ ↵ ⇥); special tokens, which decode drops, by name, the blank
     as a box."""
     named = [tokenizer.id_to_token(i) for i in ids]
-    return [tokenizer.decode([i]).translate(VISIBLE_WHITESPACE) or SHOWN.get(name, name) for i, name in zip(ids, named)]
+    return [tokenizer.decode([i]).translate(VISIBLE_WHITESPACE) or DRAWN.get(name, name) for i, name in zip(ids, named)]
 
 
 @dataclass(frozen=True)
