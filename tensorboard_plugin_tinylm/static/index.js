@@ -657,12 +657,16 @@ function heatmapLayout(tokens) {
 function drawHeatmap(context, layout, answer, query, pointed) {
   const { size, cell, left, top, width, height } = layout;
   context.clearRect(0, 0, width, height);
+  // The cells as one pixel each, drawn scaled up without smoothing: a rectangle a cell, its colour set as text, cost
+  // a key more than the model's forward.
+  const pixels = new ImageData(size, size);
   for (let i = 0; i < size; i++) {
-    for (let j = 0; j < size; j++) {
-      context.fillStyle = blues(answer.weights[i][j]);
-      context.fillRect(left + j * cell, top + i * cell, cell, cell);
-    }
+    for (let j = 0; j < size; j++) pixels.data.set([...channels(BLUES, answer.weights[i][j]), 255], (i * size + j) * 4);
   }
+  const cells = Object.assign(document.createElement("canvas"), { width: size, height: size });
+  cells.getContext("2d").putImageData(pixels, 0, 0);
+  context.imageSmoothingEnabled = false;
+  context.drawImage(cells, left, top, size * cell, size * cell);
   if (answer.targets_ahead) drawHidden(context, layout, answer.hidden_keys); // as attn/pattern hatches them
   context.save();
   context.strokeStyle = DIAGONAL;
@@ -1080,7 +1084,8 @@ function keyRow(answer, i, j, largest) {
 // Each ramp's colours as [r, g, b], parsed once: a heat map asks for thousands of cells at every key.
 const CHANNELS = new Map();
 
-function ramp(colours, position) {
+// The colour at `position` (0 to 1) along the ramp `colours`, as [r, g, b].
+function channels(colours, position) {
   if (!CHANNELS.has(colours)) {
     CHANNELS.set(colours, colours.map((hex) => [1, 3, 5].map((k) => parseInt(hex.slice(k, k + 2), 16))));
   }
@@ -1089,7 +1094,11 @@ function ramp(colours, position) {
   const high = Math.min(low + 1, colours.length - 1);
   const mix = at - low;
   const [a, b] = [CHANNELS.get(colours)[low], CHANNELS.get(colours)[high]];
-  return `rgb(${a.map((value, k) => Math.round(value + (b[k] - value) * mix)).join(",")})`;
+  return a.map((value, k) => Math.round(value + (b[k] - value) * mix));
+}
+
+function ramp(colours, position) {
+  return `rgb(${channels(colours, position).join(",")})`;
 }
 
 function blues(weight) {
