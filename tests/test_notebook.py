@@ -185,13 +185,21 @@ def test_an_interrupt_before_a_run_starts_ends_the_cell_in_one_line(monkeypatch)
 def test_an_interrupt_while_lab_loads_its_modules_waits_for_them_then_ends_in_one_line():
     import lab
 
-    loaded = False
-    with pytest.raises(lab.RunFailed, match=r"^import lab: interrupted while it loaded its modules, which it fin"):
-        with lab.interrupts_wait("import lab"):
-            os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(0.1)  # the signal's handler runs here, in the main thread, and raises nothing
-            loaded = True
-    assert loaded and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    # SIGINT handled and not blocked, as in a kernel, whatever this worker inherited or an earlier test's library left
+    # (lab leaves an ignored signal ignored, and a blocked one would come after the block).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    blocked = signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    try:
+        loaded = False
+        with pytest.raises(lab.RunFailed, match=r"^import lab: interrupted while it loaded its modules, which it fin"):
+            with lab.interrupts_wait("import lab"):
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.1)  # the signal's handler runs here, in the main thread, and raises nothing
+                loaded = True
+        assert loaded and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        signal.signal(signal.SIGINT, previous)
     body = ast.parse((ROOT / "lab.py").read_text()).body
     [guarded] = [node for node in body if isinstance(node, ast.With)]
     imported = {alias.name.split(".")[0] for node in guarded.body for alias in node.names if node.names}
