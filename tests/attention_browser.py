@@ -45,6 +45,15 @@ def plugin_environment(scratch: Path) -> dict[str, str]:
     return env
 
 
+def skip_without_chromium() -> None:
+    """Skips the calling test module where Debian's chromium is missing, except in CI, which installs it (.ci/run):
+    there the page tests always run."""
+    import pytest
+
+    if not Path(CHROMIUM).exists() and not os.environ.get("CI"):
+        pytest.skip(f"needs Debian's chromium at {CHROMIUM}: apt-get install chromium", allow_module_level=True)
+
+
 @contextmanager
 def tensorboard(logdir: Path, log_path: Path, *extra: str) -> Iterator[str]:
     """`tensorboard --logdir LOGDIR --port 0`, as a person starts it (from another directory); yields its address."""

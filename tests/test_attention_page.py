@@ -2,16 +2,16 @@
 fill-in-the-blank run beside one of its jobs: one browser session for every check, in the order a person goes."""
 
 import json
-import os
 import re
 import shutil
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from attention_browser import (
-    CHROMIUM,
     WIDTH,
     browser_page,
     continue_text,
@@ -21,6 +21,7 @@ from attention_browser import (
     point_at,
     point_at_token,
     set_temperature,
+    skip_without_chromium,
     tensorboard,
     type_text,
     wait_for_panels,
@@ -32,8 +33,7 @@ from trainer.checkpoint import load_checkpoint
 from viewer.predictions import probability
 
 pytestmark = pytest.mark.slow
-if not Path(CHROMIUM).exists() and not os.environ.get("CI"):  # CI installs it (.ci/run): there it never skips
-    pytest.skip(f"needs Debian's chromium at {CHROMIUM}: apt-get install chromium", allow_module_level=True)
+skip_without_chromium()
 TEXT = "To be, or not"
 INDEX_JS = Path(__file__).resolve().parents[1] / "tensorboard_plugin_tinylm" / "static" / "index.js"
 # Where a formatter may part from Python's: ties on the exact double (0.125, 0.0625: JS rounds them up), a carry into
@@ -292,14 +292,22 @@ def blank_tab(tab, leak_sweep, shared_cache_dir, tmp_path_factory):
     assert trained.returncode == 0, trained.stderr
     shutil.copytree(next(leak_sweep.glob("0_*")), logdir / "next")
     with tensorboard(logdir, tmp_path_factory.mktemp("tensorboard-blank") / "tensorboard.log") as url:
-        second = page.context.browser.new_page(viewport={"width": WIDTH, "height": 900})
-        second.on("pageerror", lambda error: BLANK_PAGE_ERRORS.append(f"{error.name}: {error.message}"))
-        try:
-            frame = open_tab(second, url)
-            type_text(frame, BLANK_TEXT)
+        with second_tab(page, url, BLANK_TEXT, BLANK_PAGE_ERRORS) as frame:
             yield frame, url
-        finally:
-            second.close()
+
+
+@contextmanager
+def second_tab(page, url: str, text: str, errors: list[str]) -> Iterator[object]:
+    """The tab of the tensorboard at `url` in a second page of `page`'s browser, `text` typed; what the page throws
+    is kept in `errors`."""
+    second = page.context.browser.new_page(viewport={"width": WIDTH, "height": 900})
+    second.on("pageerror", lambda error: errors.append(f"{error.name}: {error.message}"))
+    try:
+        frame = open_tab(second, url)
+        type_text(frame, text)
+        yield frame
+    finally:
+        second.close()
 
 
 def test_a_typed_blank_shows_its_top_five_and_the_right_side_counterfactual_as_the_route_answers(blank_tab):
@@ -420,14 +428,8 @@ def prefix_tab(tab, leak_sweep, tmp_path_factory):
     logdir = tmp_path_factory.mktemp("prefix-runs")
     random_run(logdir, "prefix", prefix_lm(load_checkpoint(next(leak_sweep.glob("0_*")) / "last.pt")), 0)
     with tensorboard(logdir, tmp_path_factory.mktemp("tensorboard-prefix") / "tensorboard.log") as url:
-        second = page.context.browser.new_page(viewport={"width": WIDTH, "height": 900})
-        second.on("pageerror", lambda error: PREFIX_PAGE_ERRORS.append(f"{error.name}: {error.message}"))
-        try:
-            frame = open_tab(second, url)
-            type_text(frame, PREFIX_TEXT)
+        with second_tab(page, url, PREFIX_TEXT, PREFIX_PAGE_ERRORS) as frame:
             yield frame, url
-        finally:
-            second.close()
 
 
 def test_a_prefix_lms_heat_map_hatches_its_own_hidden_keys_and_the_panel_says_where_the_prefix_ends(prefix_tab):

@@ -15,12 +15,12 @@ from threading import Thread
 
 import pytest
 from attention_browser import (
-    CHROMIUM,
     continue_text,
     move_step,
     panel_of,
     point_at,
     point_at_token,
+    skip_without_chromium,
     type_text,
     wait_for_panels,
 )
@@ -29,8 +29,7 @@ from page_browser import FIREFOX, chromium, firefox_screenshot, opened_page, pri
 from conftest import SWEEP, cli
 
 pytestmark = pytest.mark.slow
-if not Path(CHROMIUM).exists() and not os.environ.get("CI"):  # CI installs it (.ci/run): there it never skips
-    pytest.skip(f"needs Debian's chromium at {CHROMIUM}: apt-get install chromium", allow_module_level=True)
+skip_without_chromium()
 
 TEXT = "To be, or not"
 BLANK_TEXT = "To b_, or not"  # a blank typed at token 4

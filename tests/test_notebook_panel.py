@@ -4,10 +4,9 @@ through Playwright, on the session's tiny leak sweep: typed into, pointed at, it
 import ast
 import os
 import re
-from pathlib import Path
 
 import pytest
-from attention_browser import CHROMIUM, browser_page, panel_of, point_at, type_text
+from attention_browser import browser_page, panel_of, point_at, skip_without_chromium, type_text
 
 from conftest import cli
 
@@ -15,8 +14,7 @@ pytestmark = pytest.mark.slow
 if not os.environ.get("CI"):  # CI installs the extra and chromium (.ci/run): there a missing one fails these tests
     for module in ("jupyterlab", "anywidget", "ipykernel"):
         pytest.importorskip(module, reason='needs the notebook extra: pip install -e ".[notebook]"')
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"needs Debian's chromium at {CHROMIUM}: apt-get install chromium", allow_module_level=True)
+skip_without_chromium()
 
 from notebook_browser import PANEL, jupyter_lab, open_panel, write_notebook  # noqa: E402
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from attention_browser import CHROMIUM
+from attention_browser import skip_without_chromium
 from hypothesis import assume, event, example, given
 from hypothesis import strategies as st
 from page_engine import (
@@ -39,8 +39,7 @@ from viewer.predictions import probability
 from viewer.runs import list_runs
 
 pytestmark = pytest.mark.slow
-if not Path(CHROMIUM).exists() and not os.environ.get("CI"):  # CI installs it (.ci/run): there it never skips
-    pytest.skip(f"needs Debian's chromium at {CHROMIUM}: apt-get install chromium", allow_module_level=True)
+skip_without_chromium()
 
 # A fill-in-the-blank run as small as the leak sweep's jobs, with checkpoints kept at steps 0, 5 and 10.
 FILL = ["task=fill_blank", "model.causal=false", "trainer.max_steps=10", "trainer.eval_interval=5",
