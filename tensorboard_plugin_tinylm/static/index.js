@@ -657,16 +657,10 @@ function heatmapLayout(tokens) {
 function drawHeatmap(context, layout, answer, query, pointed) {
   const { size, cell, left, top, width, height } = layout;
   context.clearRect(0, 0, width, height);
-  // The cells as one pixel each, drawn scaled up without smoothing: a rectangle a cell, its colour set as text, cost
-  // a key more than the model's forward.
-  const pixels = new ImageData(size, size);
-  for (let i = 0; i < size; i++) {
-    for (let j = 0; j < size; j++) pixels.data.set([...channels(BLUES, answer.weights[i][j]), 255], (i * size + j) * 4);
-  }
-  const cells = Object.assign(document.createElement("canvas"), { width: size, height: size });
-  cells.getContext("2d").putImageData(pixels, 0, 0);
-  context.imageSmoothingEnabled = false;
-  context.drawImage(cells, left, top, size * cell, size * cell);
+  // The cells written as the canvas's own pixels in one call, at every key typed: no rectangle a cell (its colour set
+  // as text), no second canvas scaled up.
+  const ratio = context.getTransform().a; // device pixels a CSS pixel: putImageData writes device pixels
+  context.putImageData(cellPixels(answer.weights, cell * ratio), Math.round(left * ratio), Math.round(top * ratio));
   if (answer.targets_ahead) drawHidden(context, layout, answer.hidden_keys); // as attn/pattern hatches them
   context.save();
   context.strokeStyle = DIAGONAL;
@@ -684,6 +678,27 @@ function drawHeatmap(context, layout, answer, query, pointed) {
     context.strokeStyle = "#e377c2";
     context.strokeRect(left + pointed.j * cell, top + pointed.i * cell, cell, cell);
   }
+}
+
+// The heat map's cells as an image `side` device pixels a cell (not always a whole number): each cell's colour on
+// BLUES for its weight, its edges rounded to the nearest pixel.
+function cellPixels(weights, side) {
+  const size = weights.length;
+  const edges = Array.from({ length: size + 1 }, (_, k) => Math.round(k * side));
+  const width = edges[size];
+  const pixels = new ImageData(width, width);
+  const words = new Uint32Array(pixels.data.buffer); // a pixel's four bytes as one number
+  const bytes = new Uint8Array(4);
+  const word = new Uint32Array(bytes.buffer);
+  for (let i = 0; i < size; i++) {
+    const row = new Uint32Array(width);
+    for (let j = 0; j < size; j++) {
+      bytes.set([...channels(BLUES, weights[i][j]), 255]);
+      row.fill(word[0], edges[j], edges[j + 1]);
+    }
+    for (let y = edges[i]; y < edges[i + 1]; y++) words.set(row, y * width);
+  }
+  return pixels;
 }
 
 // The keys the task's mask hides, each query's row of them (the causal triangle's staircase above the diagonal, a
