@@ -509,12 +509,26 @@ function stripLogits(model, reading, causal) {
   });
 }
 
-function logSoftmax(logits) {
+// log softmax(logits)[target], as torch's log_softmax computes it, without the other entries.
+function logProbability(logits, target) {
   const top = Math.max(...logits);
   let sum = 0;
   for (const x of logits) sum += Math.exp(x - top);
-  const log = Math.log(sum) + top;
-  return Array.from(logits, (x) => x - log);
+  return logits[target] - (Math.log(sum) + top);
+}
+
+// The `k` likeliest ids of `p`, likeliest first, the lower id first among equals: a sort of every id by p, cut to k,
+// with one pass over them.
+function likeliest(p, k) {
+  const top = [];
+  for (let id = 0; id < p.length; id++) {
+    const full = top.length === k;
+    if (full && !(p[id] > p[top[k - 1]])) continue;
+    let at = full ? k - 1 : top.length;
+    for (; at > 0 && p[top[at - 1]] < p[id]; at--) top[at] = top[at - 1];
+    top[at] = id;
+  }
+  return top;
 }
 
 function softmax(logits, temperature = 1) {
@@ -527,11 +541,10 @@ function softmax(logits, temperature = 1) {
 
 function strip(engine, model, kind, logits, targets, temperature) {
   const labels = model.tok.labels;
-  const losses = targets.map((target, i) => (target === null ? null : -logSoftmax(logits[i])[target]));
+  const losses = targets.map((target, i) => (target === null ? null : -logProbability(logits[i], target)));
   const predictions = logits.map((row, i) => {
     const p = softmax(row, temperature);
-    const order = p.map((_, id) => id).sort((a, b) => p[b] - p[a] || a - b);
-    const top = order.slice(0, Math.min(engine.constants.top, p.length)).map((id) => [labels[id], rounded(p[id])]);
+    const top = likeliest(p, engine.constants.top).map((id) => [labels[id], rounded(p[id])]);
     const target = targets[i];
     if (target === null) return { top, next: null, p_next: null, loss: null };
     return { top, next: labels[target], p_next: rounded(p[target]), loss: rounded(losses[i]) };
