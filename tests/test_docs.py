@@ -2,6 +2,7 @@
 presets exist, the settings are real keys of the right type), every page they link to exists, and they hold no path
 of one machine and no word of how the project was made. Nothing trains: Hydra composes each command's overrides."""
 
+import os
 import re
 import shlex
 import sys
@@ -225,6 +226,16 @@ PREMISE_PAGES = [ROOT / "README.md", ROOT / "docs" / "lesson.md", ROOT / "docs" 
 SOURCES = (".py", ".md", ".yaml", ".js")
 
 
+def project_files(suffixes: tuple[str, ...]) -> list[Path]:
+    """The project's files ending in `suffixes`, the virtual environment, git's folder and node_modules left out
+    unwalked (walking them is seconds of the suite)."""
+    found = []
+    for folder, inside, names in os.walk(ROOT):
+        inside[:] = sorted(name for name in inside if name not in {".venv", ".git", "node_modules"})
+        found += [Path(folder, name) for name in sorted(names) if Path(name).suffix in suffixes]
+    return found
+
+
 def sentences(text: str) -> list[str]:
     """The text's sentences, a comment's lines (`#`, `//`) joined into one: what a claim is read in."""
     joined = re.sub(r"\n\s*(#|//)?\s*", " ", text)
@@ -233,14 +244,10 @@ def sentences(text: str) -> list[str]:
 
 def test_no_sentence_anywhere_credits_mingpt_with_the_minus_1e4_mask():
     """Hugging Face GPT-2's `masked_bias` was the -1e4; minGPT masks with minus infinity."""
-    files = [
-        path
-        for path in sorted(ROOT.rglob("*"))
-        if path.suffix in SOURCES and path != Path(__file__) and not {".venv", ".git", "node_modules"} & set(path.parts)
-    ]
     credited = [
         (path.name, sentence[:120])
-        for path in files
+        for path in project_files(SOURCES)
+        if path != Path(__file__)
         for sentence in sentences(path.read_text(errors="replace"))
         if "minGPT" in sentence and re.search(r"[-−]1e4|1e-?4 mask", sentence)
     ]
