@@ -158,6 +158,16 @@ def point_at(frame, run: str, i: int, j: int) -> None:
     canvas.hover(position={"x": left + (j + 0.5) * cell, "y": top + (i + 0.5) * cell})
 
 
+def steps_table(frame, run: str, i: int):
+    """`run`'s table of the lesson's steps, showing query i: scrolled into the window, where the panel builds it. The
+    pointer leaves the panel first, so that no token it lands on after the scroll points at another query."""
+    frame.page.mouse.move(0, 0)
+    table = panel_of(frame, run).locator("table.steps")
+    table.scroll_into_view_if_needed()
+    frame.wait_for_selector(f'.panel[data-run="{run}"] table.steps[data-query="{i}"]')
+    return table
+
+
 def click_query(frame, run: str, i: int) -> None:
     point_at(frame, run, i, 0)
     canvas = panel_of(frame, run).locator("canvas.heatmap")

@@ -22,6 +22,7 @@ from attention_browser import (
     point_at_token,
     set_temperature,
     skip_without_chromium,
+    steps_table,
     tensorboard,
     type_text,
     wait_for_panels,
@@ -89,10 +90,11 @@ def test_pointing_at_a_query_shows_the_cells_weight_and_the_future_in_the_unmask
     expected = served_weights(url, run)[3][5]
     cell = panel.locator("p.cell").inner_text()
     assert cell == f"a[3,5] = {expected:.3f}: query 'b' reading key ',' (j > i: the future)"
-    row = panel.locator('table.steps tr[data-key="5"]')
+    steps = steps_table(frame, run, 3)
+    row = steps.locator('tr[data-key="5"]')
     assert row.locator("td.weight").inner_text() == f"{expected:.3f}"
     assert row.locator(".leak").inner_text() == "future"
-    assert panel.locator("table.steps tr").count() == 1 + len(TEXT)  # every key, the future ones included
+    assert steps.locator("tr").count() == 1 + len(TEXT)  # every key, the future ones included
     assert panel.locator(".over-text .token.leak").count() == len(TEXT) - 4
     assert panel.locator(".over-text .token.query").inner_text() == "b"
 
@@ -102,9 +104,10 @@ def test_the_masked_run_lists_only_the_keys_up_to_the_query(tab, leak_sweep):
     run = names(leak_sweep)["masked"]
     point_at(frame, run, 3, 1)
     panel = frame.locator(f'.panel[data-run="{run}"]')
-    assert panel.locator("table.steps tr[data-key]").count() == 4
+    steps = steps_table(frame, run, 3)
+    assert steps.locator("tr[data-key]").count() == 4
     hidden = "j = 4 to 12: hidden by the mask (j > i), weight exactly 0"
-    assert panel.locator("table.steps tr.hidden-keys").inner_text() == hidden
+    assert steps.locator("tr.hidden-keys").inner_text() == hidden
     assert panel.locator(".leak").count() == 0
 
 
@@ -444,8 +447,9 @@ def test_a_prefix_lms_heat_map_hatches_its_own_hidden_keys_and_the_panel_says_wh
         [cell for j, cell in enumerate(row) if j != i] for i, row in enumerate(expected)
     ]
     assert served_prefix["mask_note"] in panel.locator("p.note").all_inner_texts()
-    assert panel.locator("table.steps tr[data-key]").count() == prefix  # query 3 reads the whole prefix
-    hidden = panel.locator("table.steps tr.hidden-keys")
+    steps = steps_table(frame, "prefix", 3)
+    assert steps.locator("tr[data-key]").count() == prefix  # query 3 reads the whole prefix
+    hidden = steps.locator("tr.hidden-keys")
     assert hidden.inner_text() == f"j = 16 to {size - 1}: hidden by the mask, weight exactly 0"
     words = served_prefix["words"]  # the task's: the panel says what the server says of a query with nothing to score
     assert panel.locator("p.actual").inner_text() == f"{words['missing']}: no {words['target']} to score"

@@ -1017,13 +1017,20 @@ function filling(panel, asked, answer) {
 }
 
 // The lesson's steps for the pointed query: q_i·k_j, the scores the softmax is fed, its weights, each key a row; a
-// long text's keys scroll in their box, which opens on the key read most, the heat map staying in view.
+// long text's keys scroll in their box, which opens on the key read most, the heat map staying in view. The table
+// is built when the part is in view and open: below the heat map, a table of every key is most of what a key typed
+// would redraw, while the text box and the heat maps are what the window shows.
 function stepsView() {
   const fold = foldable("steps", "");
   const table = h("table", { class: "steps" });
   const scroller = h("div", { class: "steps-box" }, table);
   fold.fill(h("div", { class: "steps-part" }, scroller));
-  const point = (answer, { i }) => {
+  let pointed = null; // the answer and query to draw once in view
+  let inView = false;
+  const draw = () => {
+    if (!pointed || !inView || !fold.details.open) return;
+    const { answer, i } = pointed;
+    pointed = null;
     fold.title.replaceChildren(...lessonSteps(answer, i));
     const row = answer.weights[i];
     const largest = row.indexOf(Math.max(...row));
@@ -1036,10 +1043,21 @@ function stepsView() {
       lines.push(h("tr", { class: "hidden-keys" }, h("td", { colspan: 6 }, rest)));
     }
     table.replaceChildren(stepsHead(answer), h("tbody", {}, ...lines));
+    table.dataset.query = i; // what it shows: the page tests wait on it
     // In the next frame: read now, the offsets would force a layout of the page for each panel, key after key.
     requestAnimationFrame(() => {
       scroller.scrollTop = Math.max(0, (lines[keys.indexOf(largest)]?.offsetTop ?? 0) - scroller.clientHeight / 2);
     });
+  };
+  new IntersectionObserver(([entry]) => {
+    inView = entry.isIntersecting;
+    draw();
+  }).observe(fold.details);
+  fold.details.addEventListener("toggle", draw);
+  const point = (answer, { i }) => {
+    pointed = { answer, i };
+    delete table.dataset.query;
+    draw();
   };
   return { show: () => [fold.details], point };
 }
