@@ -8,6 +8,7 @@ layer 0 plainly and add the index for the others: attn/entropy, attn/entropy/1, 
 
 import math
 import textwrap
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache, partial
@@ -90,12 +91,12 @@ def log_attention(
         weights = pattern.weights[0].detach().float().cpu()
         itself = f"mean a_ii {self_weight(weights).item():.2f}"  # the diagonal's weight, a query on itself
         title = f"layer {layer}, step {step}, {itself}" + (f": {label}" if label else "")
-        figure = partial(pattern_figure, weights, labels, title, hatch, shown)
-        draw(partial(add_pattern, writer, layer_tag("attn/pattern", layer), figure, step))
+        picture = partial(pattern_picture, weights, labels, title, hatch, shown)
+        draw(partial(add_pattern, writer, layer_tag("attn/pattern", layer), picture, step))
 
 
-def add_pattern(writer: "SummaryWriter", tag: str, figure: Callable[[], "Figure"], step: int) -> None:
-    writer.add_figure(tag, figure(), step)
+def add_pattern(writer: "SummaryWriter", tag: str, picture: Callable[[], np.ndarray], step: int) -> None:
+    writer.add_image(tag, picture(), step, dataformats="HWC")
 
 
 def log_mask(
@@ -236,6 +237,38 @@ def pattern_figure(
     )
     figure.colorbar(image, cax=colour_bar)
     return figure
+
+
+class LastPattern:
+    """The last pattern picture drawn in this process: what it showed, its figure and its canvas (pattern_picture).
+    One thread draws at a time: the runs of a sweep or of a notebook end their drawing threads, and the next run's
+    thread picks the figure up."""
+
+    lock = threading.Lock()
+    shows, figure, canvas = None, None, None
+
+
+def pattern_picture(
+    weights: Tensor, labels: list[str], title: str, hatch: bool = True, hidden: Tensor | None = None
+) -> np.ndarray:
+    """pattern_figure's picture (height, width, RGB), drawn as TensorBoard's add_figure draws it. The runs show the
+    same tokens at every evaluation: where only the weights and the title's words differ from the last picture drawn,
+    its figure is drawn again with them instead of built again, on the same canvas, whose renderer keeps the text's
+    measurements: the same pixels for half the work."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    title_lines = PatternLayout.of(labels, title).title_lines
+    shows = (labels, hatch, None if hidden is None else hidden.tolist(), len(title_lines))  # all but weights, words
+    with LastPattern.lock:
+        if LastPattern.shows == shows:
+            heat_map = LastPattern.figure.axes[0]
+            heat_map.images[0].set_data(weights.detach().float().cpu().numpy())
+            heat_map.texts[-1].set_text("\n".join(title_lines))  # the title: label_pattern's last text
+        else:
+            LastPattern.figure = pattern_figure(weights, labels, title, hatch, hidden)
+            LastPattern.canvas, LastPattern.shows = FigureCanvasAgg(LastPattern.figure), shows
+        LastPattern.canvas.draw()
+        return np.asarray(LastPattern.canvas.buffer_rgba())[:, :, :3].copy()
 
 
 def hidden_outline(hidden: Tensor):
