@@ -5,9 +5,10 @@ import pytest
 
 from conftest import BLANKS, curve, events, short_run
 
-# A tiny copy task: windows of 16 tokens, distances 2 and 14, 200 steps.
+# A tiny copy task: windows of 16 tokens, distances 2 and 14, 100 steps: by then the GRU reads the token 2 back far
+# better than the one 14 back, in every seed tried.
 COPY = ["data=copy", "model.block_size=16", "model.d_model=32", "model.d_k=32", "model.d_v=32", "optim.lr=1e-2",
-        "trainer.max_steps=200", "trainer.eval_interval=100", "trainer.eval_iters=8"]  # fmt: skip
+        "trainer.max_steps=100", "trainer.eval_interval=50", "trainer.eval_iters=8"]  # fmt: skip
 
 
 def final(run_dir, tag: str) -> float:
