@@ -8,6 +8,7 @@ layer 0 plainly and add the index for the others: attn/entropy, attn/entropy/1, 
 
 import math
 import textwrap
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache, partial
@@ -23,6 +24,7 @@ from model.statistics import attention_stats, fed_scores, self_weight
 from task import DRAWN
 
 if TYPE_CHECKING:  # the readers of trained runs (viewer/) use these functions without TensorBoard's writer
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from torch.utils.tensorboard import SummaryWriter
 
@@ -90,12 +92,12 @@ def log_attention(
         weights = pattern.weights[0].detach().float().cpu()
         itself = f"mean a_ii {self_weight(weights).item():.2f}"  # the diagonal's weight, a query on itself
         title = f"layer {layer}, step {step}, {itself}" + (f": {label}" if label else "")
-        figure = partial(pattern_figure, weights, labels, title, hatch, shown)
-        draw(partial(add_pattern, writer, layer_tag("attn/pattern", layer), figure, step))
+        picture = partial(pattern_picture, weights, labels, title, hatch, shown)
+        draw(partial(add_pattern, writer, layer_tag("attn/pattern", layer), picture, step))
 
 
-def add_pattern(writer: "SummaryWriter", tag: str, figure: Callable[[], "Figure"], step: int) -> None:
-    writer.add_figure(tag, figure(), step)
+def add_pattern(writer: "SummaryWriter", tag: str, picture: Callable[[], np.ndarray], step: int) -> None:
+    writer.add_image(tag, picture(), step, dataformats="HWC")
 
 
 def log_mask(
@@ -236,6 +238,60 @@ def pattern_figure(
     )
     figure.colorbar(image, cax=colour_bar)
     return figure
+
+
+@dataclass
+class DrawnPattern:
+    """A pattern figure drawn once without what changes from one picture to the next (the heat map, the hatching, the
+    diagonal and the frame drawn over it, and the title), on a canvas kept for the pictures after it: each is that
+    background with those few drawn again over it. The tokens' labels, most of the drawing, are drawn once."""
+
+    shows: tuple  # what the background shows: the labels, the hatching and the title's number of lines
+    canvas: "FigureCanvasAgg"
+    background: object  # the canvas's pixels without the changing artists
+    changing: list  # in the order the figure's own drawing draws them
+
+    @classmethod
+    def of(cls, shows: tuple, weights: Tensor, labels: list[str], title: str, hatch: bool, hidden: Tensor | None):
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        figure = pattern_figure(weights, labels, title, hatch, hidden)
+        heat_map = figure.axes[0]
+        drawn_over = [*heat_map.images, *heat_map.patches, *heat_map.lines, *heat_map.spines.values()]
+        changing = sorted([*drawn_over, heat_map.texts[-1]], key=lambda artist: artist.get_zorder())  # the title last
+        for artist in changing:
+            artist.set_animated(True)  # left out of the canvas's drawing
+        canvas = FigureCanvasAgg(figure)
+        canvas.draw()
+        return cls(shows, canvas, canvas.copy_from_bbox(figure.bbox), changing)
+
+    def picture(self, weights: Tensor, title_lines: list[str]) -> np.ndarray:
+        heat_map = self.canvas.figure.axes[0]
+        heat_map.images[0].set_data(weights.detach().float().cpu().numpy())
+        heat_map.texts[-1].set_text("\n".join(title_lines))  # the title: label_pattern's last text
+        self.canvas.restore_region(self.background)
+        for artist in self.changing:
+            heat_map.draw_artist(artist)
+        return np.asarray(self.canvas.buffer_rgba())[:, :, :3].copy()
+
+
+PATTERN_LOCK = threading.Lock()  # one thread at a time draws on the last pattern figure
+last_pattern: DrawnPattern | None = None  # the last drawn in this process: the runs of a process show the same tokens
+
+
+def pattern_picture(
+    weights: Tensor, labels: list[str], title: str, hatch: bool = True, hidden: Tensor | None = None
+) -> np.ndarray:
+    """pattern_figure's picture (height, width, RGB), the pixels TensorBoard's add_figure draws of it. A run shows the
+    same tokens at every evaluation: where only the weights and the title's words differ from the last picture, it is
+    drawn over that one's background (DrawnPattern) instead of a figure built and drawn whole."""
+    global last_pattern
+    title_lines = PatternLayout.of(labels, title).title_lines
+    shows = (labels, hatch, None if hidden is None else hidden.tolist(), len(title_lines))
+    with PATTERN_LOCK:
+        if last_pattern is None or last_pattern.shows != shows:
+            last_pattern = DrawnPattern.of(shows, weights, labels, title, hatch, hidden)
+        return last_pattern.picture(weights, title_lines)
 
 
 def hidden_outline(hidden: Tensor):
