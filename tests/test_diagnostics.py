@@ -22,6 +22,7 @@ from trainer.diagnostics import (
     log_grad_norms,
     log_mask_readings,
     pattern_figure,
+    pattern_picture,
     probe_windows,
     token_labels,
 )
@@ -311,3 +312,20 @@ def test_far_loss_is_the_loss_at_the_far_positions_only():
         losses = torch.nn.functional.cross_entropy(logits.transpose(1, 2), windows[:, 1:], reduction="none")
         picked.append(losses[far_targets(2000 + starts, block_size, d)])
     assert far == pytest.approx(torch.cat(picked).mean().item(), rel=1e-5)
+
+
+def drawn_whole(*args) -> np.ndarray:
+    canvas = FigureCanvasAgg(pattern_figure(*args))
+    canvas.draw()  # as TensorBoard's add_figure draws a figure
+    return np.asarray(canvas.buffer_rgba())[:, :, :3]
+
+
+@pytest.mark.parametrize("hatch, hidden", [(True, None), (True, ~future_keys(12)), (False, None)])
+def test_each_pattern_picture_drawn_over_the_last_ones_background_is_the_whole_figures(hatch, hidden):
+    torch.manual_seed(0)
+    labels = [f"t{i % 5}" for i in range(12)]
+    for step in (0, 30, 60, 10**6):  # new weights and title each time; the last title wraps to a second line
+        weights = torch.softmax(torch.randn(12, 12) * step / 30, dim=-1)
+        title = f"layer 0, step {step}, mean a_ii 0.5" + (": model.causal=false,trainer.seed=1,data=copy" * (step > 60))
+        args = (weights, labels, title, hatch, hidden)
+        assert np.array_equal(pattern_picture(*args), drawn_whole(*args)), (step, hatch)
