@@ -1,20 +1,17 @@
 """Never lose a run, through the commands a user types: a fresh run never replaces one, an older best.pt branches,
-a changed text is named, a damaged checkpoint is refused, and the printed resume command pastes whatever the
-directory is called."""
+a changed text is named, a damaged checkpoint is refused, and the resume command is quoted to parse back whatever the
+directory is called (pasted into bash, after a Ctrl-C: tests/test_resume.py)."""
 
 import os
 import shutil
-import signal
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
 import pytest
 import torch
-from test_faults_trainer import HOLD_AFTER_EVALUATION
 
-from conftest import ROOT, SHORT, Forked, cli, curve, events, wait_for
+from conftest import SHORT, cli, curve, events
 from data import DataConfig, DataError
 from trainer.config import ConfigError
 from trainer.overrides import PARSER, override
@@ -174,23 +171,6 @@ def test_a_checkpoint_with_damaged_tensor_bytes_is_refused_naming_the_whole_one(
 def test_a_value_outside_hydras_unquoted_grammar_is_quoted_and_parses_back_the_same(value):
     (parsed,) = PARSER.parse_overrides([override("trainer.resume", value)])
     assert parsed.value() == value
-
-
-@pytest.mark.slow
-def test_the_resume_command_of_a_run_in_a_non_ascii_directory_with_a_tilde_works_when_pasted(tmp_path, cache_dir):
-    run_dir = tmp_path / "~josé" / "café"
-    run = Forked(*SHORT, *CKPT_20, f"data.cache_dir={cache_dir}", f'hydra.run.dir="{run_dir}"',
-                 patch=HOLD_AFTER_EVALUATION.format(step=30))  # fmt: skip
-    wait_for(run, "step 30:")
-    run.send_signal(signal.SIGINT)  # the run holds at step 30 until it comes, before step 60 ends it
-    assert run.wait(timeout=60) == 128 + signal.SIGINT
-    pasted = run.stderr.read().split("Resume with: ")[1].strip()
-    assert "josé" in pasted and "~" in pasted
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}  # `python`: this one
-    resumed = subprocess.run(["bash", "-c", pasted], cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
-    assert resumed.returncode == 0, (pasted, resumed.stderr)
-    assert torch.load(run_dir / "last.pt", weights_only=True)["step"] == 60
-    assert [step for step, _ in curve(events(run_dir), "val/loss")] == [0, 30, 60]
 
 
 def fake_checkpoint(path: Path, step: int) -> None:

@@ -72,7 +72,9 @@ def test_run_killed_and_started_again_with_resume_auto_ends_bit_identical_to_an_
 def test_sigint_saves_a_checkpoint_and_prints_a_resume_command_that_works_when_pasted(
     tmp_path, cache_dir, uninterrupted
 ):
-    run_dir = tmp_path / "1_model.causal=True,x y"  # a sweep job's directory with Hydra's syntax and a space
+    # Whatever the directory is called: not ASCII, a tilde where bash would expand one, and a sweep job's name with
+    # Hydra's syntax and a space.
+    run_dir = tmp_path / "~josé" / "café" / "1_model.causal=True,x y"
     run = Forked(*settings(run_dir, cache_dir), patch=HOLD_AFTER_EVALUATION.format(step=30))
     wait_for(run, "step 30:")
     run.send_signal(signal.SIGINT)  # the run holds at step 30 until it comes, before step 60 ends it
@@ -81,10 +83,12 @@ def test_sigint_saves_a_checkpoint_and_prints_a_resume_command_that_works_when_p
     assert "stopped by SIGINT after step" in stderr
     assert 30 <= torch.load(run_dir / "last.pt", weights_only=True)["step"] < 60
     command = stderr.split("Resume with: ")[1].strip()
+    assert "josé" in command and "~" in command
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}  # `python`: this one
     resumed = subprocess.run(["bash", "-c", command], cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
     assert resumed.returncode == 0, (command, resumed.stderr)
     assert_same_run(run_dir, uninterrupted)
+    assert [step for step, _ in curve(events(run_dir), "val/loss")] == [0, 30, 60]
 
 
 def test_resume_may_raise_max_steps(tmp_path, cache_dir, uninterrupted):
