@@ -62,7 +62,9 @@ def started(code: str, *arguments: str) -> subprocess.Popen:
 
 
 @pytest.mark.slow
-def test_a_grown_text_is_refused_on_resume_naming_the_file_its_size_then_and_now_and_the_ways_on(tmp_path, cache_dir):
+def test_a_resume_on_a_text_that_grew_or_gained_characters_is_refused_naming_what_changed_and_the_ways_on(
+    tmp_path, cache_dir
+):
     text, run_dir = tmp_path / "notes.txt", tmp_path / "run"
     text.write_text(TEXT)
     trained = train(*SMALL, "data=text", f"data.path={text}", f"hydra.run.dir={run_dir}", cache_dir=cache_dir)
@@ -77,6 +79,9 @@ def test_a_grown_text_is_refused_on_resume_naming_the_file_its_size_then_and_now
         f"now (python train.py data=text data.path={text})"
     )
     assert {name: data for name, data in files(run_dir).items() if "resume-" not in name} == before
+    text.write_text("ROMEO: é\n" + TEXT)  # new characters in the training part: a new vocabulary too
+    renewed = train(f"trainer.resume={run_dir}", "trainer.max_steps=30", cache_dir=cache_dir)
+    assert "error: trainer.resume: the training text and the tokenizer changed since" in error_line(renewed)
     text.write_text(TEXT)  # put back as it was: the run goes on
     resumed = train(f"trainer.resume={run_dir}", "trainer.max_steps=30", cache_dir=cache_dir)
     assert resumed.returncode == 0, resumed.stderr
