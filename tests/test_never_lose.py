@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 from conftest import SHORT, cli, curve, events
 from data import DataConfig, DataError
@@ -93,7 +94,7 @@ def test_start_over_moves_the_earlier_run_aside_whole_and_the_new_run_has_the_di
 
 
 @pytest.mark.slow
-def test_a_resume_from_a_best_pt_older_than_last_pt_branches_and_keeps_the_run_and_its_curves(
+def test_a_resume_from_a_best_pt_older_than_last_pt_branches_keeping_the_run_into_a_record_of_where_it_came_from(
     finished, tmp_path, cache_dir
 ):
     run_dir = copy_of(finished[0], tmp_path)
@@ -109,6 +110,14 @@ def test_a_resume_from_a_best_pt_older_than_last_pt_branches_and_keeps_the_run_a
     assert {name: data for name, data in snapshot(run_dir).items() if not name.startswith(branch.name)} == before
     assert torch.load(branch / "last.pt", weights_only=True)["step"] == 40
     assert [step for step, _ in curve(events(branch), "val/loss")] == [40]
+    for name in ("config.yaml", "overrides.yaml", "hydra.yaml"):  # the parent's record
+        assert (branch / ".hydra" / name).read_bytes() == (run_dir / ".hydra" / name).read_bytes(), name
+    record = OmegaConf.load(branch / ".hydra" / "branch.yaml")
+    assert (record.branched_from, record.step, record.parent, record.parent_last_step) == (
+        str(run_dir / "best.pt"), 30, str(run_dir), 60,
+    )  # fmt: skip
+    assert "model.d_model=64" in OmegaConf.load(branch / ".hydra" / "overrides.yaml")  # TensorBoard names it so
+    assert "this run branches into" in (branch / "train.log").read_text()
 
 
 def test_a_checkpoint_from_before_the_text_record_is_checked_by_its_tokenizer_alone_with_a_warning(caplog):
