@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import atexit
+import copy
+import functools
 import os
 import shutil
 import signal
@@ -55,7 +57,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def compose_config(*overrides: str) -> DictConfig:
-    """configs/train.yaml composed by Hydra, as `python train.py OVERRIDES` would."""
+    """configs/train.yaml composed by Hydra, as `python train.py OVERRIDES` would: a copy of its own, which the
+    caller may change."""
+    return copy.deepcopy(composed(overrides))
+
+
+@functools.lru_cache(maxsize=256)
+def composed(overrides: tuple[str, ...]) -> DictConfig:
+    """compose_config's work, once per list of overrides in this process: many tests train or check the same
+    settings, and Hydra reads and merges the config files again at every compose. Never handed out: copies are."""
     from hydra import compose, initialize_config_dir
 
     import train  # noqa: F401  registers the schema, configs/train.yaml's first default

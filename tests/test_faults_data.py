@@ -2,6 +2,7 @@
 data.path is called one. Through the real command, with real signals."""
 
 import logging
+import os
 import random
 import re
 import shutil
@@ -21,10 +22,10 @@ from trainer.checkpoint import from_events_writer
 WORDS = "to be or not that is the question whether tis nobler in mind suffer slings arrows outrageous fortune".split()
 
 
-def long_text(path: Path, megabytes: float = 2) -> Path:
-    """Enough text that byte-level BPE takes about a second to encode it: time to stop the build half-way."""
+def words_text(path: Path) -> Path:
+    """A text of random words, about 100 KB, for a build of its token cache entry (held half-way: HOLD_IN_STAGING)."""
     rng = random.Random(0)
-    lines = (" ".join(rng.choices(WORDS, k=10)) for _ in range(int(megabytes * 20_000)))
+    lines = (" ".join(rng.choices(WORDS, k=10)) for _ in range(2_000))
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -71,7 +72,7 @@ def wait_for_staging(build: Forked, cache: Path) -> Path:
 @pytest.mark.parametrize("received", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_signal_while_the_token_cache_is_built_leaves_nothing_and_ends_in_one_line(tmp_path, received):
     cache = tmp_path / "cache"
-    build = start_build(long_text(tmp_path / "long.txt"), cache)
+    build = start_build(words_text(tmp_path / "words.txt"), cache)
     wait_for_staging(build, cache)
     build.send_signal(received)
     _, stderr = build.communicate(timeout=60)
@@ -83,7 +84,7 @@ def test_a_signal_while_the_token_cache_is_built_leaves_nothing_and_ends_in_one_
 
 def test_a_build_killed_outright_leaves_staging_that_the_next_build_removes(tmp_path, caplog):
     cache = tmp_path / "cache"
-    build = start_build(long_text(tmp_path / "long.txt"), cache)
+    build = start_build(words_text(tmp_path / "words.txt"), cache)
     staging = wait_for_staging(build, cache)
 
     def build_another(name: str) -> None:
@@ -175,16 +176,17 @@ def test_a_pipe_or_a_device_as_data_path_is_refused_as_not_a_regular_file_never_
     assert not list((tmp_path / "run").glob("*.pt"))
 
 
-READ_STDIN = "from data import DataConfig, Source, load_text; print(load_text(DataConfig(Source.text, '/dev/stdin')))"
-
-
 def test_stdin_redirected_from_a_file_is_that_file_and_reads_as_text(tmp_path):
     (tmp_path / "notes.txt").write_text("to be, or not to be\n")
-    with open(tmp_path / "notes.txt") as stdin:
-        result = subprocess.run(
-            [sys.executable, "-c", READ_STDIN], cwd=ROOT, stdin=stdin, capture_output=True, text=True, timeout=60
-        )
-    assert (result.returncode, result.stdout) == (0, "to be, or not to be\n\n"), result.stderr
+    kept = os.dup(0)
+    try:
+        with open(tmp_path / "notes.txt") as stdin:
+            os.dup2(stdin.fileno(), 0)  # `< notes.txt`, as a shell redirects a new process's stdin, in this one
+        text = load_text(DataConfig(Source.text, "/dev/stdin"))
+    finally:
+        os.dup2(kept, 0)
+        os.close(kept)
+    assert text == "to be, or not to be\n"
 
 
 @pytest.mark.slow

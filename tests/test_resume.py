@@ -40,13 +40,13 @@ def uninterrupted(short_run_dir) -> Path:
     return short_run_dir
 
 
-def assert_same_run(run_dir: Path, reference: Path) -> None:
-    """Bit-identical final weights, and every curve with each step exactly once and the same values."""
+def assert_same_run(run_dir: Path, reference: Path, steps: int = 60) -> None:
+    """Bit-identical final weights after `steps`, and every curve with each step exactly once and the same values."""
     ours, theirs = (
         torch.load(run_dir / "last.pt", weights_only=True),
         torch.load(reference / "last.pt", weights_only=True),
     )
-    assert ours["step"] == theirs["step"] == 60
+    assert ours["step"] == theirs["step"] == steps
     assert all(torch.equal(ours["model"][name], theirs["model"][name]) for name in theirs["model"])
     for tag in TAGS:
         assert curve(events(run_dir), tag) == curve(events(reference), tag), tag
@@ -72,7 +72,9 @@ def test_run_killed_and_started_again_with_resume_auto_ends_bit_identical_to_an_
 def test_sigint_saves_a_checkpoint_and_prints_a_resume_command_that_works_when_pasted(
     tmp_path, cache_dir, uninterrupted
 ):
-    run_dir = tmp_path / "1_model.causal=True,x y"  # a sweep job's directory with Hydra's syntax and a space
+    # Whatever the directory is called: not ASCII, a tilde where bash would expand one, and a sweep job's name with
+    # Hydra's syntax and a space.
+    run_dir = tmp_path / "~josé" / "café" / "1_model.causal=True,x y"
     run = Forked(*settings(run_dir, cache_dir), patch=HOLD_AFTER_EVALUATION.format(step=30))
     wait_for(run, "step 30:")
     run.send_signal(signal.SIGINT)  # the run holds at step 30 until it comes, before step 60 ends it
@@ -81,10 +83,12 @@ def test_sigint_saves_a_checkpoint_and_prints_a_resume_command_that_works_when_p
     assert "stopped by SIGINT after step" in stderr
     assert 30 <= torch.load(run_dir / "last.pt", weights_only=True)["step"] < 60
     command = stderr.split("Resume with: ")[1].strip()
+    assert "josé" in command and "~" in command
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}  # `python`: this one
     resumed = subprocess.run(["bash", "-c", command], cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
     assert resumed.returncode == 0, (command, resumed.stderr)
     assert_same_run(run_dir, uninterrupted)
+    assert [step for step, _ in curve(events(run_dir), "val/loss")] == [0, 30, 60]
 
 
 def test_resume_may_raise_max_steps(tmp_path, cache_dir, uninterrupted):
@@ -157,8 +161,10 @@ def test_a_second_process_aiming_at_a_run_directory_in_use_is_refused_and_the_ru
 def test_a_run_with_gradient_accumulation_filling_blanks_stopped_mid_run_resumes_bit_identical(
     tmp_path, cache_dir, monkeypatch
 ):
-    # Filling blanks: the blanks are drawn from the run's batch generator, which the checkpoint holds.
-    accumulating = ["trainer.grad_accum_steps=4", "trainer.ckpt_interval=20", "task=fill_blank", "model.causal=false"]
+    # Filling blanks: the blanks are drawn from the run's batch generator, which the checkpoint holds. 30 steps: the
+    # five after the stop, a log and an evaluation among them, show any state the resume did not put back.
+    accumulating = ["trainer.grad_accum_steps=4", "trainer.ckpt_interval=20", "task=fill_blank", "model.causal=false",
+                    "trainer.max_steps=30"]  # fmt: skip
     short_run(tmp_path / "whole", cache_dir, *accumulating)
     step_of, calls = TrainStep.__call__, []
 
@@ -175,4 +181,4 @@ def test_a_run_with_gradient_accumulation_filling_blanks_stopped_mid_run_resumes
     checkpoint = torch.load(tmp_path / "stopped" / "last.pt", weights_only=True)
     config = to_train_config(compose_config(*SHORT, f"data.cache_dir={cache_dir}", *accumulating))
     train.train(config, tmp_path / "stopped", checkpoint)
-    assert_same_run(tmp_path / "stopped", tmp_path / "whole")
+    assert_same_run(tmp_path / "stopped", tmp_path / "whole", steps=30)
