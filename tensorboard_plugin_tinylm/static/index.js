@@ -145,12 +145,14 @@ function latest(ask) {
   return asker;
 }
 
-// Runs `then` once calls to it pause for `ms`: typing, dragging the step selector.
+// Runs `then` once calls to it pause for `ms`: typing, dragging the step selector. With no pause, at once, in the
+// event's own task: a timer set after a key waits for the browser to paint the frame that the key started.
 function paused(ms) {
   let timer = null;
   const later = (then) => {
     clearTimeout(timer);
-    timer = setTimeout(then, ms);
+    if (ms === 0) then();
+    else timer = setTimeout(then, ms);
   };
   later.stop = () => clearTimeout(timer);
   return later;
