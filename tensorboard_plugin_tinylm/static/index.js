@@ -364,12 +364,14 @@ function firstQuery(answer) {
   return answer.blanks.length ? answer.blanks.at(-1) : answer.tokens.length - 1;
 }
 
-// Every view's part for the panel's answer, in the views' order, then the pointed query.
+// Every view's part for the panel's answer, in the views' order, the pointed query drawn in them before they join
+// the page: setting the heat map's font brings the page's style up to date first, without them to restyle yet.
 function show(panel) {
   const { answer, element } = panel;
   const good = answer && !answer.error;
-  element.replaceChildren(...panel.views.flatMap((view) => (good || view.always ? view.show(answer) : [])));
+  const parts = panel.views.flatMap((view) => (good || view.always ? view.show(answer) : []));
   follow(panel);
+  element.replaceChildren(...parts);
 }
 
 // One pointed query per panel: the heat map's rows and the strips' tokens both move it, and every view follows.
