@@ -158,13 +158,15 @@ def point_at(frame, run: str, i: int, j: int) -> None:
     canvas.hover(position={"x": left + (j + 0.5) * cell, "y": top + (i + 0.5) * cell})
 
 
-def steps_table(frame, run: str, i: int):
-    """`run`'s table of the lesson's steps, showing query i: scrolled into the window, where the panel builds it. The
-    pointer leaves the panel first, so that no token it lands on after the scroll points at another query."""
+def steps_table(frame, run: str, i: int | None = None):
+    """`run`'s table of the lesson's steps, showing query i (the panel's pointed query if None): scrolled into the
+    window, where the panel builds it. The pointer leaves the panel first, so that no token it lands on after the
+    scroll points at another query."""
     frame.page.mouse.move(0, 0)
     table = panel_of(frame, run).locator("table.steps")
     table.scroll_into_view_if_needed()
-    frame.wait_for_selector(f'.panel[data-run="{run}"] table.steps[data-query="{i}"]')
+    query = "" if i is None else f'="{i}"'
+    frame.wait_for_selector(f'.panel[data-run="{run}"] table.steps[data-query{query}]')
     return table
 
 
@@ -202,7 +204,9 @@ def main() -> None:
             continue_text(frame, args.tokens)
         for part in filter(None, args.fold.split(",")):
             fold(frame, part)
-        frame.evaluate("window.scrollTo(0, 0)")  # clicks may have scrolled the tab's frame
+        for run in frame.locator(".panel:has(details.steps[open])").evaluate_all("ps => ps.map(p => p.dataset.run)"):
+            steps_table(frame, run)  # built where the window shows it, for the whole page's screenshot
+        frame.evaluate("window.scrollTo(0, 0)")  # clicks and the steps tables may have scrolled the tab's frame
         page.mouse.move(0, 0)
         page.screenshot(path=str(args.out), full_page=True)
     print(f"wrote {args.out}")
