@@ -93,10 +93,10 @@ def log_attention(
         itself = f"mean a_ii {self_weight(weights).item():.2f}"  # the diagonal's weight, a query on itself
         title = f"layer {layer}, step {step}, {itself}" + (f": {label}" if label else "")
         picture = partial(pattern_picture, weights, labels, title, hatch, shown)
-        draw(partial(add_pattern, writer, layer_tag("attn/pattern", layer), picture, step))
+        draw(partial(add_picture, writer, layer_tag("attn/pattern", layer), picture, step))
 
 
-def add_pattern(writer: "SummaryWriter", tag: str, picture: Callable[[], np.ndarray], step: int) -> None:
+def add_picture(writer: "SummaryWriter", tag: str, picture: Callable[[], np.ndarray], step: int) -> None:
     writer.add_image(tag, picture(), step, dataformats="HWC")
 
 
@@ -113,7 +113,7 @@ def log_mask(
         return  # a recurrent model: no mask
     config = model.config
     picture = partial(mask_picture, mask, config.causal, config.block_size, name)
-    draw(lambda: writer.add_image("attn/mask", picture(), 0, dataformats="HWC"))
+    draw(partial(add_picture, writer, "attn/mask", picture, 0))
 
 
 @cache
@@ -126,7 +126,7 @@ def mask_picture(mask: Mask, causal: bool, size: int, name: str) -> np.ndarray:
     hidden = mask.hidden_keys(size) if causal else torch.zeros(size, size, dtype=torch.bool)
     canvas = FigureCanvasAgg(mask_figure(hidden, f"{name}, model.causal={causal}: dark keys are hidden"))
     canvas.draw()
-    picture = np.asarray(canvas.buffer_rgba())[:, :, :3].copy()
+    picture = rgb(canvas)
     picture.flags.writeable = False  # shared by every caller
     return picture
 
@@ -272,7 +272,12 @@ class DrawnPattern:
         self.canvas.restore_region(self.background)
         for artist in self.changing:
             heat_map.draw_artist(artist)
-        return np.asarray(self.canvas.buffer_rgba())[:, :, :3].copy()
+        return rgb(self.canvas)
+
+
+def rgb(canvas: "FigureCanvasAgg") -> np.ndarray:
+    """The canvas's pixels as drawn (height, width, RGB), a copy of their own."""
+    return np.asarray(canvas.buffer_rgba())[:, :, :3].copy()
 
 
 PATTERN_LOCK = threading.Lock()  # one thread at a time draws on the last pattern figure
