@@ -1053,17 +1053,18 @@ function stepsView() {
       scroller.scrollTop = Math.max(0, (lines[keys.indexOf(largest)]?.offsetTop ?? 0) - scroller.clientHeight / 2);
     });
   };
-  new IntersectionObserver(([entry]) => {
+  const watcher = new IntersectionObserver(([entry]) => {
     inView = entry.isIntersecting;
     draw();
-  }).observe(fold.details);
+  });
+  watcher.observe(fold.details);
   fold.details.addEventListener("toggle", draw);
   const point = (answer, { i }) => {
     pointed = { answer, i };
     delete table.dataset.query;
     draw();
   };
-  return { show: () => [fold.details], point };
+  return { show: () => [fold.details], point, stop: () => watcher.disconnect() };
 }
 
 // Key positions in ascending order as runs: "4 to 12", "3, 5 to 9".
