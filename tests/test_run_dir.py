@@ -101,11 +101,14 @@ def test_a_kept_checkpoint_named_to_resume_writes_in_its_run_and_records_nothing
 
 
 def test_a_sweep_job_refused_before_it_trains_leaves_nothing_behind(tmp_path):
-    sweep = tmp_path / "sweep"
+    sweep = tmp_path / "new" / "sweep"
     refused = cli("train.py", "-m", "model.d_k=-8,8", f"hydra.sweep.dir={sweep}")
     assert (refused.returncode, refused.stderr.strip()) == (1, "error: model.d_k=-8: must be positive")
-    assert not sweep.exists()  # neither the job's directory nor the sweep's, which held only the sweep's multirun.yaml
-    sweep.mkdir()
-    (sweep / "notes.txt").write_text("mine")  # a sweep directory that held something before stays, with it
+    assert not sweep.parent.exists()  # the job's directory, the sweep's and the one above it, all made by the sweep
+    sweep.mkdir(parents=True)  # a sweep directory there before stays as it was: empty, then holding a file
     assert cli("train.py", "-m", "model.d_k=-8,8", f"hydra.sweep.dir={sweep}").returncode == 1
-    assert (sweep / "notes.txt").read_text() == "mine" and not list(sweep.glob("0_*"))  # the job's directory is gone
+    assert list(sweep.iterdir()) == []
+    (sweep / "notes.txt").write_text("mine")
+    assert cli("train.py", "-m", "model.d_k=-8,8", f"hydra.sweep.dir={sweep}").returncode == 1
+    assert [path.name for path in sweep.iterdir()] == ["notes.txt"]  # no job's directory, no multirun.yaml
+    assert (sweep / "notes.txt").read_text() == "mine"

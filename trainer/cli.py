@@ -28,7 +28,7 @@ from trainer.checkpoint import LAST, CheckpointError, remove_unfinished
 from trainer.config import ConfigError
 from trainer.memory import SIZE_SETTINGS, human
 from trainer.overrides import override_key
-from trainer.run_dir import RunDirInUse, RunLock, forget_start, unwritten_record
+from trainer.run_dir import RunDirInUse, RunLock, forget_start, removed_sweep_if_refused, unwritten_record
 from trainer.stopping import (
     Interrupted,
     NonFiniteLoss,
@@ -134,9 +134,10 @@ def run_with_one_line_errors(main: Callable[[], object]) -> None:
     Hydra's own errors (an unknown key, a wrong type, a missing option, a preset that is not YAML) become one line
     too. HYDRA_FULL_ERROR=1, set by the user, shows Hydra's full report with its traceback instead.
     From here on SIGINT and SIGTERM end the process in one line too (StopNow), until the training loop takes them,
-    and stdout that cannot be written stops nothing (outputs_that_never_stop)."""
+    and stdout that cannot be written stops nothing (outputs_that_never_stop). A sweep refused before any job trained
+    leaves nothing behind (removed_sweep_if_refused)."""
     forget_start()  # train.py's start is seen afresh by its Hydra callback (trainer/run_dir.py's StartRecord)
-    with signals_stop_at_once(), outputs_that_never_stop():
+    with signals_stop_at_once(), outputs_that_never_stop(), removed_sweep_if_refused():
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
             main()
             return

@@ -269,9 +269,9 @@ SWEEP_RECORD = "multirun.yaml"  # what the sweeper writes into a sweep's directo
 
 @dataclass(frozen=True)
 class Before:
-    """What hydra.run.dir held before Hydra made it or wrote into it."""
+    """What hydra.run.dir (or a sweep's hydra.sweep.dir) held before Hydra made it or wrote into it."""
 
-    run_dir: Path
+    directory: Path
     made: tuple[Path, ...]  # the directory and those above it that were not there (Hydra makes them), deepest first
     entries: frozenset[str] = frozenset()  # the names in it
     records: frozenset[str] = frozenset()  # the names in its .hydra/ (a resume's record is .hydra/resume-DATE_TIME)
@@ -279,37 +279,46 @@ class Before:
 
 
 _before: Optional[Before] = None  # this process's start, seen by StartRecord
+_sweep_before: Optional[Before] = None  # this process's sweep (hydra.sweep.dir), seen by StartRecord
 
 
 class StartRecord(Callback):
     """Hydra's callback (configs/train.yaml) that sees hydra.run.dir before Hydra makes it and writes into it, so that
     a start refused before it trains can remove what it made (remove_refused_start). A sweep's jobs are seen later,
-    by see_job_start."""
+    by see_job_start; the sweep's own directory here, before the sweeper makes it and writes multirun.yaml there
+    (remove_refused_sweep)."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         global _before
-        try:
-            _before = seen_before(Path(config.hydra.run.dir).absolute()) if rank_zero() else None
-        except Exception:  # a directory Hydra cannot resolve or make either: it says why, next, and makes none
-            _before = None
+        _before = seen_if_rank_zero(config.hydra.run)
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        global _sweep_before
+        _sweep_before = seen_if_rank_zero(config.hydra.sweep)
+
+
+def seen_if_rank_zero(hydra_dir: DictConfig) -> Optional[Before]:
+    """What hydra.run.dir or hydra.sweep.dir (`hydra_dir.dir`) holds now, on rank 0."""
+    try:
+        return seen_before(Path(hydra_dir.dir).absolute()) if rank_zero() else None
+    except Exception:  # a directory Hydra cannot resolve or make either: it says why, next, and makes none
+        return None
 
 
 def see_job_start(job_dir: Path) -> None:
     """A sweep's job, which StartRecord does not see: what its directory held, seen here, in hydra_subdir, the first
     moment a job's code runs, after Hydra made the directory and opened train.log in it. Hydra made it for this job
-    if it holds nothing but that log, empty; and the sweep's directory with it if that holds nothing else but the
-    sweeper's multirun.yaml."""
+    if it holds nothing but that log, empty. The sweep's directory is the sweep's to remove (remove_refused_sweep):
+    a job may run in a process of its own (hydra/launcher=parallel) that never saw it made."""
     global _before
     job_dir = job_dir.absolute()
-    if not sweeping() or (_before is not None and _before.run_dir == job_dir):
+    if not sweeping() or (_before is not None and _before.directory == job_dir):
         return  # a run, which StartRecord saw; or this job, seen already (Hydra resolves the setting twice)
     log = job_dir / HYDRA_LOG
     if not (names_in(job_dir) <= {HYDRA_LOG} and (not log.exists() or log.stat().st_size == 0)):
         _before = seen_before(job_dir)
         return
-    sweep_dir = job_dir.parent
-    only_this_job = names_in(sweep_dir) <= {job_dir.name, SWEEP_RECORD}
-    _before = Before(job_dir, (job_dir, sweep_dir) if only_this_job else (job_dir,))
+    _before = Before(job_dir, (job_dir,))
 
 
 def sweeping() -> bool:
@@ -318,8 +327,8 @@ def sweeping() -> bool:
 
 def forget_start() -> None:
     """No start seen: each entry point's own (trainer/cli.py), never a start an earlier one in this process saw."""
-    global _before
-    _before = None
+    global _before, _sweep_before
+    _before = _sweep_before = None
 
 
 def seen_before(run_dir: Path) -> Before:
@@ -356,18 +365,14 @@ def remove_refused_start() -> None:
     what was there before, nothing once the run wrote a file of its own (its curves, a checkpoint), and nothing while
     another process holds the directory."""
     before = _before
-    if before is None or not rank_zero() or not before.run_dir.is_dir() or holder_of(before.run_dir):
+    if before is None or not rank_zero() or not before.directory.is_dir() or holder_of(before.directory):
         return
-    run_dir = before.run_dir
+    run_dir = before.directory
     new = names_in(run_dir) - before.entries
     if new - {RECORD, HYDRA_LOG, LOCK}:
         return  # the run trained: what it wrote is a run's
     if before.made:
-        shutil.rmtree(run_dir)
-        for directory in before.made[1:]:
-            if names_in(directory) - {SWEEP_RECORD}:
-                break
-            shutil.rmtree(directory)  # empty, or a sweep's directory that holds only its multirun.yaml
+        remove_made(before)
         return
     for path in [run_dir / name for name in new] + [run_dir / RECORD / name for name in records_made(before)]:
         if path.is_dir():
@@ -379,9 +384,49 @@ def remove_refused_start() -> None:
         os.truncate(log, before.log_size)
 
 
+def remove_made(before: Before) -> None:
+    """The directory Hydra made, and those above it that it made and that hold nothing else now."""
+    shutil.rmtree(before.directory)
+    for directory in before.made[1:]:
+        if names_in(directory):
+            break
+        directory.rmdir()
+
+
+@contextmanager
+def removed_sweep_if_refused() -> Iterator[None]:
+    """An entry point's main inside it (trainer/cli.py): a sweep that ends refused (an error, not a stop) removes what
+    it made (remove_refused_sweep)."""
+    try:
+        yield
+    except SystemExit as ended:
+        if isinstance(ended.code, str):  # an error's one line; a stop ends with its status
+            remove_refused_sweep()
+        raise
+    except Exception:
+        remove_refused_sweep()
+        raise
+
+
+def remove_refused_sweep() -> None:
+    """What a sweep refused before any job trained made: the sweep's directory if the sweep made it (and those above it
+    that it made), else the multirun.yaml the sweeper wrote into it. Nothing once a job has a directory there (a job
+    refused removes its own, remove_refused_start) or anything else is new in it, and never what was there before."""
+    before = _sweep_before
+    if before is None or not before.directory.is_dir():
+        return
+    new = names_in(before.directory) - before.entries
+    if new - {SWEEP_RECORD}:
+        return  # a job's directory, or a file of a sweeper's own (Optuna's study): the sweep ran
+    if before.made:
+        remove_made(before)
+    elif new:
+        (before.directory / SWEEP_RECORD).unlink()
+
+
 def records_made(before: Before) -> frozenset[str]:
     """The records this start wrote in a .hydra/ that was there before: a resume's .hydra/resume-DATE_TIME."""
-    return names_in(before.run_dir / RECORD) - before.records if RECORD in before.entries else frozenset()
+    return names_in(before.directory / RECORD) - before.records if RECORD in before.entries else frozenset()
 
 
 def unwritten_record(error: OSError) -> str:
@@ -391,7 +436,7 @@ def unwritten_record(error: OSError) -> str:
     before = _before
     if error.filename is not None or before is None:
         return ""
-    run_dir = before.run_dir
+    run_dir = before.directory
     made = [run_dir / RECORD] if RECORD not in before.entries else [run_dir / RECORD / n for n in records_made(before)]
     written = [record / name for record in made for name in RECORD_FILES if (record / name).exists()]
     if not written:
