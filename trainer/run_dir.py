@@ -12,7 +12,7 @@ import logging
 import os
 import shutil
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -388,9 +388,10 @@ def remove_made(before: Before) -> None:
     """The directory Hydra made, and those above it that it made and that hold nothing else now."""
     shutil.rmtree(before.directory)
     for directory in before.made[1:]:
-        if names_in(directory):
+        try:
+            directory.rmdir()  # only if empty: another run or sweep may have begun in it meanwhile
+        except OSError:
             break
-        directory.rmdir()
 
 
 @contextmanager
@@ -401,10 +402,12 @@ def removed_sweep_if_refused() -> Iterator[None]:
         yield
     except SystemExit as ended:
         if isinstance(ended.code, str):  # an error's one line; a stop ends with its status
-            remove_refused_sweep()
+            with suppress(OSError):  # what could not be removed stays: the refusal's line is what the user needs
+                remove_refused_sweep()
         raise
     except Exception:
-        remove_refused_sweep()
+        with suppress(OSError):
+            remove_refused_sweep()
         raise
 
 
