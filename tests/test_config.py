@@ -46,6 +46,13 @@ def test_the_plain_settings_a_checkpoint_holds_are_plain_values_and_build_the_sa
     assert to_typed(TrainConfig, plain) == config
 
 
+def test_a_config_built_leaves_nothing_in_the_next_one_built_from_the_same_schema():
+    with pytest.raises(ConfigError, match=r"^model.heads: Key 'heads' not in 'ModelConfig'$"):
+        to_typed(TrainConfig, {"model": {"d_k": 7, "heads": 2}})  # refused half-way through the merge
+    assert to_typed(TrainConfig, {"model": {"d_k": 7}}).model.d_k == 7
+    assert to_typed(TrainConfig, {}) == TrainConfig()  # the schema as it was: one build per process serves them all
+
+
 def test_overrides_reach_typed_settings():
     config = to_train_config(
         compose_config("model.scale=false", "model.d_k=512", "model.qk_init=gpt2", "optim.lr=1e-3", "tokenizer=bpe")

@@ -3,6 +3,7 @@ model/, DataConfig and TokenizerConfig from data/, OptimConfig and TrainerConfig
 every key and type; check_values then checks the ranges. Whether the sizes fit the machine is trainer/memory.py's
 check_memory, which train.py calls next: the settings know nothing of the machine."""
 
+import functools
 import logging
 import math
 from dataclasses import dataclass, field, fields, is_dataclass
@@ -115,10 +116,17 @@ def to_typed(schema: type, values: dict) -> object:
     """Plain `values` merged into the dataclass `schema` and built; a ConfigError names a key or type it refuses."""
     try:
         # Hydra lets keys added with "+" through; merging the plain values into the schema catches them.
-        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), values))
+        return OmegaConf.to_object(OmegaConf.merge(structured(schema), values))
     except OmegaConfBaseException as error:
         problem = str(error.msg).splitlines()[0]  # the lines after it repeat the key and the schema's type
         raise ConfigError(f"{error.full_key}: {problem}" if error.full_key else problem) from error
+
+
+@functools.cache
+def structured(schema: type) -> DictConfig:
+    """The dataclass `schema` as OmegaConf's typed config, built once per process (building it walks every field and
+    its type, and every app start and checkpoint read calls to_typed): OmegaConf.merge copies it, never changes it."""
+    return OmegaConf.structured(schema)
 
 
 POSITIVE = [
