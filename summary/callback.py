@@ -10,7 +10,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from trainer.config import ConfigError
-from trainer.run_dir import holder_of, run_found
+from trainer.run_dir import holder_of, run_found, study_file
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +57,8 @@ class SweepSummary(Callback):
 def continues_a_study(config: DictConfig) -> bool:
     """Whether this sweep is a search whose study (Optuna's sqlite storage) is already on disk: started again in its
     sweep directory, a search continues its study (configs/experiment/search.yaml), it does not mix with it."""
-    storage = str(config.hydra.sweeper.get("storage") or "")
-    return storage.startswith("sqlite:///") and Path(storage.removeprefix("sqlite:///")).is_file()
+    study = study_file(config)
+    return study is not None and study.is_file()
 
 
 def check_sweep_dir(sweep_dir: Path, trainer: DictConfig, continues: bool = False) -> None:

@@ -2,6 +2,7 @@
 
 import csv
 import importlib.util
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -83,3 +84,14 @@ def test_a_search_started_again_in_its_directory_continues_its_study(searched, c
     # may replace: the second launch names its jobs apart.
     study = search(sweep_dir, cache_dir, trials=1, subdir="again_${hydra.job.num}")
     assert [trial.number for trial in study.trials] == [0, 1, 2, 3]
+
+
+def test_a_search_refused_at_its_first_trial_takes_back_its_new_study_and_keeps_one_it_continues(tmp_path, searched):
+    fresh = tmp_path / "search"
+    refused = cli("train.py", "+experiment=search", "trainer.max_steps=0", f"hydra.sweep.dir={fresh}")
+    assert (refused.returncode, refused.stderr) == (1, "error: trainer.max_steps=0: must be positive\n")
+    assert not fresh.exists()  # nor its optuna.db, which the sweeper wrote before the trial
+    continued = shutil.copytree(searched[0], tmp_path / "continued")  # a copy: the refused trial joins its study
+    before = sorted(path.name for path in continued.iterdir())
+    assert cli("train.py", "+experiment=search", "trainer.max_steps=0", f"hydra.sweep.dir={continued}").returncode == 1
+    assert sorted(path.name for path in continued.iterdir()) == before  # the study it continued, optuna.db, stays

@@ -280,6 +280,7 @@ class Before:
 
 _before: Optional[Before] = None  # this process's start, seen by StartRecord
 _sweep_before: Optional[Before] = None  # this process's sweep (hydra.sweep.dir), seen by StartRecord
+_sweep_records: frozenset[str] = frozenset()  # the names of the files its sweeper writes there before its first job
 
 
 class StartRecord(Callback):
@@ -293,8 +294,17 @@ class StartRecord(Callback):
         _before = seen_if_rank_zero(config.hydra.run)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        global _sweep_before
+        global _sweep_before, _sweep_records
         _sweep_before = seen_if_rank_zero(config.hydra.sweep)
+        study = study_file(config)
+        in_sweep_dir = study is not None and study.parent.absolute() == Path(config.hydra.sweep.dir).absolute()
+        _sweep_records = frozenset({SWEEP_RECORD, study.name} if in_sweep_dir else {SWEEP_RECORD})
+
+
+def study_file(config: DictConfig) -> Optional[Path]:
+    """The file of a search's study (Optuna's sqlite storage, hydra.sweeper.storage); None for any other sweep."""
+    storage = str(config.hydra.sweeper.get("storage") or "")
+    return Path(storage.removeprefix("sqlite:///")) if storage.startswith("sqlite:///") else None
 
 
 def seen_if_rank_zero(hydra_dir: DictConfig) -> Optional[Before]:
@@ -327,8 +337,9 @@ def sweeping() -> bool:
 
 def forget_start() -> None:
     """No start seen: each entry point's own (trainer/cli.py), never a start an earlier one in this process saw."""
-    global _before, _sweep_before
+    global _before, _sweep_before, _sweep_records
     _before = _sweep_before = None
+    _sweep_records = frozenset()
 
 
 def seen_before(run_dir: Path) -> Before:
@@ -413,18 +424,20 @@ def removed_sweep_if_refused() -> Iterator[None]:
 
 def remove_refused_sweep() -> None:
     """What a sweep refused before any job trained made: the sweep's directory if the sweep made it (and those above it
-    that it made), else the multirun.yaml the sweeper wrote into it. Nothing once a job has a directory there (a job
-    refused removes its own, remove_refused_start) or anything else is new in it, and never what was there before."""
+    that it made), else what the sweeper wrote into it (its multirun.yaml, a new search's study). Nothing once a job
+    has a directory there (a job refused removes its own, remove_refused_start) or anything else is new in it, and
+    never what was there before (a study a search continues)."""
     before = _sweep_before
     if before is None or not before.directory.is_dir():
         return
     new = names_in(before.directory) - before.entries
-    if new - {SWEEP_RECORD}:
-        return  # a job's directory, or a file of a sweeper's own (Optuna's study): the sweep ran
+    if new - _sweep_records:
+        return  # a job's directory: the sweep ran
     if before.made:
         remove_made(before)
-    elif new:
-        (before.directory / SWEEP_RECORD).unlink()
+        return
+    for name in new:
+        (before.directory / name).unlink()
 
 
 def records_made(before: Before) -> frozenset[str]:
