@@ -411,14 +411,11 @@ def removed_sweep_if_refused() -> Iterator[None]:
     it made (remove_refused_sweep)."""
     try:
         yield
-    except SystemExit as ended:
-        if isinstance(ended.code, str):  # an error's one line; a stop ends with its status
+    except (SystemExit, Exception) as ended:
+        # An error, or its one line (SystemExit with a message); a stop ends with its status, and removes nothing.
+        if not isinstance(ended, SystemExit) or isinstance(ended.code, str):
             with suppress(OSError):  # what could not be removed stays: the refusal's line is what the user needs
                 remove_refused_sweep()
-        raise
-    except Exception:
-        with suppress(OSError):
-            remove_refused_sweep()
         raise
 
 
