@@ -27,12 +27,13 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from attend import runs_of
+from data.textfiles import not_regular
 from trainer.cli import one_line_errors, run_with_one_line_errors
 from trainer.config import ConfigError, to_typed
 from viewer.page import page_data
 from viewer.page_curves import page_curves
-from viewer.page_file import page_html
-from viewer.runs import RunCheckpoints, checkpoint_at
+from viewer.page_file import ANSWERS, DOCTYPE, block_start, page_html
+from viewer.runs import RunCheckpoints, steps_listed
 
 
 @dataclass
@@ -40,7 +41,7 @@ class ExportConfig:
     ckpt: Optional[str] = None  # a run directory, or a directory of runs (a sweep): every run at or below it
     out: Optional[str] = None  # the HTML file to write
     steps: Any = "last"  # last (each run's last kept step), all (every step kept), or a list of steps: [100,500]
-    force: bool = False  # replace an existing out file; without it, a page is never overwritten
+    force: bool = False  # replace the page out names; without it a page is never overwritten, with it nothing else is
     title: Optional[str] = None  # the page's heading; default: tinylm and the directory's last two names
 
 
@@ -54,12 +55,22 @@ def check_settings(config: ExportConfig) -> Path:
     if not config.out:
         raise ConfigError("out: give the HTML file to write, e.g. out=leak.html")
     out = Path(config.out).expanduser()
-    if out.is_dir():
+    if out.is_dir() or config.out.endswith(os.sep):
         raise ConfigError(f"out={config.out}: a directory; give the HTML file to write, e.g. out={out / 'leak.html'}")
-    if out.exists() and not config.force:
-        raise ConfigError(
-            f"out={config.out}: exists; a page is never overwritten silently: add force=true to replace it"
-        )
+    if out.is_symlink():  # replaced, the link would go and its file stay; followed, it could lead anywhere
+        raise ConfigError(f"out={config.out}: a symbolic link (to {os.readlink(out)}); give the file itself")
+    if out.exists():
+        if kind := not_regular(str(out)):
+            raise ConfigError(f"out={config.out}: {kind[0]}, not a regular file; give the HTML file to write")
+        if not config.force:
+            raise ConfigError(
+                f"out={config.out}: exists; a page is never overwritten silently: add force=true to replace it"
+            )
+        if not is_page(out):
+            raise ConfigError(
+                f"out={config.out}: exists and is not a page export.py wrote; force=true replaces a page, never "
+                "another file: give the page a name of its own"
+            )
     if not out.parent.is_dir():
         raise ConfigError(f"out={config.out}: no folder {out.parent} to write it in")
     probe = out.with_name(f".{out.name}.{uuid.uuid4().hex}.tmp")
@@ -69,6 +80,20 @@ def check_settings(config: ExportConfig) -> Path:
     except OSError as error:
         raise ConfigError(f"out={config.out}: its folder {out.parent} cannot be written ({error.strerror})") from None
     return out
+
+
+def is_page(path: Path) -> bool:
+    """Whether `path` holds a page export.py wrote (its block of the runs' data, viewer/page_file.py's ANSWERS), read
+    in blocks: the only file force=true replaces, so that a slip of the name never costs a checkpoint or a log."""
+    marker, kept = block_start(ANSWERS).encode(), b""
+    with open(path, "rb") as file:
+        if not file.read(len(DOCTYPE)).lower() == DOCTYPE.encode():
+            return False
+        while block := file.read(1 << 20):
+            if marker in kept + block:
+                return True
+            kept = block[-len(marker) :]
+    return False
 
 
 def steps_wanted(steps: Any) -> str | list[int]:
@@ -92,8 +117,11 @@ def chosen_steps(run: RunCheckpoints, steps: str | list[int]) -> list[int | None
         return kept[-1:]
     if steps == "all":
         return kept
-    for step in steps:
-        checkpoint_at(run, step)
+    if missing := [step for step in steps if step not in kept]:
+        listed = ",".join(str(step) for step in steps)
+        raise ConfigError(
+            f"steps=[{listed}]: {run.name} kept no checkpoint at step {missing[0]} (kept: {steps_listed(run)})"
+        )
     return steps
 
 

@@ -39,6 +39,7 @@ DARKEST_BLUE = (0x08, 0x30, 0x6B)  # index.js's BLUES at weight 1: the masked ru
 # What the firefox screenshot must show: both runs' curves and the masked run's heat map.
 COLOURS = [tuple(int(colour[at : at + 2], 16) for at in (1, 3, 5)) for colour in (MASKED, UNMASKED)] + [DARKEST_BLUE]
 PAGE_DATA = re.compile(r'<script type="application/json" id="tinylm-answers">(.*?)</script>', re.S)
+CURVES = re.compile(r'<script type="application/json" id="tinylm-curves">(.*?)</script>', re.S)
 
 
 def export(*settings: str):
@@ -275,14 +276,68 @@ def test_a_damaged_checkpoint_is_one_line_and_nothing_is_written(pages, tmp_path
 
 
 def test_an_existing_page_is_refused_unless_force_and_then_replaced_whole(pages, tmp_path):
-    out = tmp_path / "page.html"
-    out.write_text("the teacher's own page")
+    out = shutil.copy(pages / "fill.html", tmp_path / "page.html")  # the page of another run
+    kept = out.read_bytes()
     line = one_line_error(export(f"ckpt={pages / 'runs' / 'two'}", f"out={out}"))
     assert line == f"error: out={out}: exists; a page is never overwritten silently: add force=true to replace it"
-    assert out.read_text() == "the teacher's own page"
+    assert out.read_bytes() == kept
     assert export(f"ckpt={pages / 'runs' / 'two'}", f"out={out}", "force=true").returncode == 0
-    assert out.read_text(encoding="utf-8").startswith("<!doctype html>")
+    assert [run["name"] for run in page_data(out)["runs"]["runs"]] == ["two"]
     assert sorted(path.name for path in tmp_path.iterdir()) == ["page.html"]
+
+
+# What out may be that force=true still never replaces, each made where the page would go, and the line that says so.
+NOT_PAGE = (
+    "exists and is not a page export.py wrote; force=true replaces a page, never another file: give the page a name of "
+    "its own"
+)
+LINK = "a symbolic link (to {target}); give the file itself"
+PIPE = "a pipe, not a regular file; give the HTML file to write"
+NOT_A_PAGE = [
+    pytest.param(lambda out, pages: shutil.copy(pages / "runs" / "two" / "last.pt", out), NOT_PAGE, id="a checkpoint"),
+    pytest.param(lambda out, pages: out.write_text("the teacher's notes"), NOT_PAGE, id="notes"),
+    pytest.param(lambda out, pages: out.symlink_to(pages / "fill.html"), LINK, id="a link to a page"),
+    pytest.param(lambda out, pages: out.symlink_to(out.with_name("nowhere.html")), LINK, id="a link to nothing"),
+    pytest.param(lambda out, pages: os.mkfifo(out), PIPE, id="a pipe"),
+]  # fmt: skip
+
+
+def as_found(path: Path) -> tuple:
+    """What `path` is and holds, itself and not what a link leads to."""
+    status = os.lstat(path)
+    held = os.readlink(path) if path.is_symlink() else None if path.is_fifo() else path.read_bytes()
+    return status.st_ino, status.st_mode, status.st_size, status.st_mtime_ns, held
+
+
+@pytest.mark.parametrize("make, said", NOT_A_PAGE)
+def test_force_replaces_a_page_and_never_a_file_link_or_pipe_that_is_not_one(pages, tmp_path, make, said):
+    out = tmp_path / "page.html"
+    make(out, pages)
+    found = as_found(out)
+    line = one_line_error(export(f"ckpt={pages / 'runs' / 'two'}", f"out={out}", "force=true"))
+    assert line == f"error: out={out}: " + said.format(target=os.readlink(out) if out.is_symlink() else None)
+    assert as_found(out) == found
+    assert [path.name for path in tmp_path.iterdir()] == ["page.html"]
+
+
+def test_a_run_whose_hydra_record_is_not_yaml_keeps_its_panel_without_curves_and_a_warning_names_the_file(
+    pages, tmp_path
+):
+    sweep = tmp_path / "sweep"
+    shutil.copytree(pages / "runs" / "two", sweep / "two")
+    shutil.copytree(pages / "runs" / "fill", sweep / "fill")
+    record = sweep / "fill" / ".hydra" / "config.yaml"
+    record.write_text(": : :\n")
+    result = export(f"ckpt={sweep}", f"out={tmp_path / 'page.html'}")
+    assert result.returncode == 0, result.stderr
+    [warning] = result.stderr.splitlines()
+    assert warning.startswith(f"{record}: not YAML (") and warning.endswith("): its curves are left out of the page")
+    assert sorted(run["name"] for run in page_data(tmp_path / "page.html")["runs"]["runs"]) == ["fill", "two"]
+    curves = json.loads(CURVES.search((tmp_path / "page.html").read_text(encoding="utf-8"))[1])
+    drawn = {
+        series["run"] for section in curves["sections"] for chart in section["charts"] for series in chart["series"]
+    }
+    assert drawn == {"two"}
 
 
 # Each bad input (RUNS: the directory of the fill and two-layer runs, TMP: the test's own, empty) and its one line.
@@ -293,6 +348,10 @@ BAD_INPUTS = [
     (["ckpt=TMP", "out=TMP/page.html"], "ckpt=TMP: no checkpoint (best.pt or last.pt) in it or below it"),
     (["ckpt=RUNS", "out=TMP/no/page.html"], "out=TMP/no/page.html: no folder TMP/no to write it in"),
     (["ckpt=RUNS", "out=TMP"], "out=TMP: a directory; give the HTML file to write, e.g. out=TMP/leak.html"),
+    (
+        ["ckpt=RUNS", "out=TMP/new/"],
+        "out=TMP/new/: a directory; give the HTML file to write, e.g. out=TMP/new/leak.html",
+    ),
     (["ckpt=RUNS", "out=/sys/page.html"], "out=/sys/page.html: its folder /sys cannot be written (Permission denied)"),
     (
         ["ckpt=RUNS", "out=TMP/page.html", "steps=first"],
@@ -300,15 +359,23 @@ BAD_INPUTS = [
     ),
     (
         ["ckpt=RUNS/two", "out=TMP/page.html", "steps=[5,7]"],
-        "step=7: two kept no checkpoint at that step (kept: 0, 5, 10)",
+        "steps=[5,7]: two kept no checkpoint at step 7 (kept: 0, 5, 10)",
+    ),
+    (
+        ["ckpt=RUNS/two/steps/step-5.pt", "out=TMP/page.html"],
+        "ckpt=RUNS/two/steps/step-5.pt: no run the page can hold; steps: RUNS/two/steps/step-5.pt: not a run's "
+        "best.pt or last.pt, and a page holds runs by their directory: give the run's directory (steps=[N] for a step "
+        "it kept)",
     ),
 ]
 
 
 @pytest.mark.parametrize("settings, said", BAD_INPUTS)
 def test_each_bad_input_is_one_line_and_nothing_is_written(pages, tmp_path, settings, said):
-    named = [setting.replace("RUNS", str(pages / "runs")).replace("TMP", str(tmp_path)) for setting in settings]
-    assert one_line_error(export(*named)) == "error: " + said.replace("TMP", str(tmp_path))
+    def named(text: str) -> str:
+        return text.replace("RUNS", str(pages / "runs")).replace("TMP", str(tmp_path))
+
+    assert one_line_error(export(*map(named, settings))) == "error: " + named(said)
     assert list(tmp_path.iterdir()) == []
 
 

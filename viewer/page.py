@@ -131,7 +131,18 @@ def page_data(chosen: list[tuple[RunCheckpoints, list[int | None]]]) -> dict:
             "runs": listing["runs"]
             + [restricted(run, found[run["name"]]) for run in listed["runs"] if run["name"] in kept]
         }
+    held = {run["name"] for run in listing["runs"]}
+    for name, entry in kept.items():
+        if name not in held:  # a checkpoint file that is not a run's best.pt or last.pt: no run lists it
+            left_out.append({"run": name, "reason": unlisted(entry)})
     return {"runs": listing, "models": found, "constants": constants(), "left_out": left_out}
+
+
+def unlisted(entry: RunCheckpoints) -> str:
+    return (
+        f"{entry.checkpoint}: not a run's best.pt or last.pt, and a page holds runs by their directory: give the run's "
+        "directory (steps=[N] for a step it kept)"
+    )
 
 
 def constants() -> dict:

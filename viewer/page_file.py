@@ -22,6 +22,10 @@ STYLES = [VENDOR / "uPlot.min.css", STATIC / "style.css", EXPORT / "page.css"]
 START = EXPORT / "start.js"
 
 
+DOCTYPE = "<!doctype html>"  # how every page begins
+ANSWERS = "tinylm-answers"  # the id of the block of the runs' data, in every page
+
+
 def page_html(title: str, note: str, answers: dict, curves: dict) -> str:
     """The page: `answers` what page.js answers the panel's routes from (viewer/page.py's page_data), `curves` the
     charts (viewer/page_curves.py's page_curves), under `title` and a line saying where they come from, `note`."""
@@ -39,7 +43,7 @@ def page_html(title: str, note: str, answers: dict, curves: dict) -> str:
         ]
     )
     heading = html.escape(title)
-    return f"""<!doctype html>
+    return f"""{DOCTYPE}
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -54,7 +58,7 @@ def page_html(title: str, note: str, answers: dict, curves: dict) -> str:
 <section class="attention" id="attention" aria-label="Attention"></section>
 {data_block("tinylm-code", code)}
 {data_block("tinylm-curves", curves)}
-{data_block("tinylm-answers", answers)}
+{data_block(ANSWERS, answers)}
 <script type="module">{start}</script>
 </body>
 </html>
@@ -65,7 +69,11 @@ def data_block(name: str, value: object) -> str:
     """`value` as JSON in a block no browser runs. Every `<` is written as its JSON escape: no text from the runs (a
     run's name, a token, a sample) can end the block or open a tag, whatever it holds."""
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).replace("<", "\\u003c")
-    return f'<script type="application/json" id="{name}">{text}</script>'
+    return f"{block_start(name)}{text}</script>"
+
+
+def block_start(name: str) -> str:
+    return f'<script type="application/json" id="{name}">'
 
 
 def digest(text: str) -> str:
