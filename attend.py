@@ -315,6 +315,12 @@ def png_path(out: Optional[str], run: RunCheckpoints, layer: int, several: bool)
     return Path(out) / f"{run.name.replace('/', '_')}_{name}" if several else Path(out)
 
 
+def check_out(out: Optional[str], several: bool) -> None:
+    """out= names a PNG for one run (a directory for several): checked before any run's lines are printed."""
+    if out is not None and not several and Path(out).suffix.lower() != ".png":
+        raise ConfigError(f"out={out}: the PNG to write, a name ending in .png, e.g. out=attention.png")
+
+
 def check_settings(config: AttendConfig) -> None:
     if not config.ckpt:
         raise ConfigError("ckpt: give a checkpoint file, a run directory or a sweep, e.g. ckpt=outputs/DATE/TIME")
@@ -347,9 +353,11 @@ def main(cfg: DictConfig) -> None:
         runs = runs_of(config.ckpt)
         readings, skipped = read_runs(runs, config)
         scale = loss_scale(list(readings.values()))
+        several = len(readings) + len(skipped) > 1
+        check_out(config.out, several)
         for run in runs:
             if run.name in readings:
-                report(readings[run.name], config, scale, len(readings) + len(skipped) > 1)
+                report(readings[run.name], config, scale, several)
             elif run.name in skipped:
                 print(f"== skipped {skipped[run.name]}\n")
             else:

@@ -435,6 +435,7 @@ def test_attend_reads_a_kept_step(sweep_dir, tmp_path):
         (["temperature=0"], "error: temperature=0.0: must be positive"),
         (["temperature=1e9"], "error: temperature=1000000000.0: must be between 0.001 and 100"),
         (["text=T"], "error: text='T': one token, so there is no next token to score; give two or more"),
+        (["out=last.pt"], "error: out=last.pt: the PNG to write, a name ending in .png, e.g. out=attention.png"),
     ],
 )
 def test_attend_refuses_bad_settings_in_one_line(sweep_dir, args, message):
