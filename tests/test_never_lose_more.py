@@ -3,6 +3,7 @@ its checkpoints, text that is not Unicode, a method a route does not serve, a Ct
 refused start, attend.py on a sweep with a recurrent run, a full disk under a resume's record. Each ends in one line
 (or the right behaviour), a non-zero exit or a 4xx where it failed, no traceback, and nothing lost or left behind."""
 
+import importlib
 import json
 import logging
 import os
@@ -10,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -188,6 +190,40 @@ def test_a_ctrl_c_while_an_entry_point_imports_torch_ends_in_one_line_with_130(s
         started.stderr.read() == f"stopped by SIGINT while {script} was starting or ending, when nothing is written\n"
     )
     assert list(tmp_path.iterdir()) == []
+
+
+# Where each reader is stopped (a Ctrl-C sent to itself as it gets there): before it writes what it was asked for.
+READERS_AT = {
+    "sample.py": ("write", lambda run, out: [f"ckpt={run}"]),
+    "attend.py": ("save_figure", lambda run, out: [f"ckpt={run}", f"out={out}/attention.png"]),
+    "report.py": ("write_summary", lambda run, out: [str(run), "--out", str(out)]),
+    "export.py": ("page_curves", lambda run, out: [f"ckpt={run}", f"out={out}/page.html"]),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", READERS_AT)
+def test_a_ctrl_c_while_a_reader_works_says_the_runs_it_reads_are_as_they_were(
+    script, short_run_dir, tmp_path, monkeypatch
+):
+    run, out = shutil.copytree(short_run_dir, tmp_path / "run"), tmp_path / "out"
+    out.mkdir()
+    name, arguments = READERS_AT[script]
+
+    def interrupted(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(30)  # the Ctrl-C ends it first
+
+    monkeypatch.setattr(importlib.import_module(script.removesuffix(".py")), name, interrupted)
+    before = {path: path.read_bytes() for path in run.rglob("*") if path.is_file()}
+    result = cli(script, *arguments(run, out))
+    assert (result.returncode, result.stderr) == (
+        130,
+        f"stopped by SIGINT before {script} finished; it writes no checkpoint, and the runs it reads are as they "
+        "were: run it again for what it writes\n",
+    )
+    assert {path: path.read_bytes() for path in run.rglob("*") if path.is_file()} == before
+    assert list(out.iterdir()) == []
 
 
 # Point 5 ------------------------------------------------------------------------------------------------------------

@@ -15,11 +15,12 @@ from torch import Tensor
 from trainer.checkpoint import LAST, glance, remove_unfinished
 from trainer.distributed import Ranks, unanswering
 from trainer.resume import resume_override
-from trainer.startup import IMPORT_MACHINERY, SIGNALS, stop_while_starting
+from trainer.startup import IMPORT_MACHINERY, SIGNALS, script, stop_while_starting
 
 RETRY_SECONDS = 0.05  # a signal that came during an import is taken again this much later
 WATCH_SECONDS = 0.2  # how often PeerWatch looks at the other ranks once a signal came
 LOST_SECONDS = 1.0  # how long they must have been lost while this rank waits, before PeerWatch says so
+READERS = ("sample.py", "attend.py", "report.py", "export.py")  # the entry points that read runs and train none
 
 
 class StopNow(KeyboardInterrupt):
@@ -33,6 +34,11 @@ class StopNow(KeyboardInterrupt):
         self.exit_status = 128 + received  # the shell's convention for a process ended by a signal
 
     def __str__(self) -> str:
+        if self.checkpoint is None and script() in READERS:
+            return (
+                f"stopped by {self.received.name} before {script()} finished; it writes no checkpoint, and the runs "
+                "it reads are as they were: run it again for what it writes"
+            )
         if self.checkpoint is None:
             return (
                 f"stopped by {self.received.name} outside the training loop, where no checkpoint is written: "
