@@ -107,6 +107,9 @@ def check_json_path(json_path: Path, setting: Optional[str]) -> None:
     """Where bench.json goes, made and checked before minutes of measuring, not after them."""
     if json_path.is_dir():
         raise ConfigError(f"bench.json_path={setting}: is a directory; name a file in it, e.g. bench.json")
+    # A slip of the name such as RUN/last.pt would be overwritten, after minutes of measuring.
+    if json_path.suffix.lower() != ".json":
+        raise ConfigError(f"bench.json_path={setting}: the JSON file to write, a name ending in .json, e.g. bench.json")
     if file := next((parent for parent in json_path.parents if parent.exists() and not parent.is_dir()), None):
         raise ConfigError(f"bench.json_path={setting}: {file} is a file, not a directory")
     json_path.parent.mkdir(parents=True, exist_ok=True)

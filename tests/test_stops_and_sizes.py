@@ -209,6 +209,10 @@ def run_bench(monkeypatch, *overrides: str) -> str:
     [
         ("bench.json_path={tmp}", "bench.json_path={tmp}: is a directory; name a file in it, e.g. bench.json"),
         (
+            "bench.json_path={tmp}/file",
+            "bench.json_path={tmp}/file: the JSON file to write, a name ending in .json, e.g. bench.json",
+        ),
+        (
             "bench.json_path={tmp}/file/b.json",
             "bench.json_path={tmp}/file/b.json: {tmp}/file is a file, not a directory",
         ),
