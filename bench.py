@@ -7,7 +7,7 @@ several repeats after a warm-up.
     python bench.py trainer.precision=bf16 trainer.compile=true   # as train.py would train with these settings
 
 It prints Markdown tables and writes every figure to bench.json in its run directory (outputs/bench/DATE/TIME;
-bench.json_path=FILE to choose). Settings: BenchSettings in benchmark/settings.py; the model, data and trainer
+bench.json_path=FILE.json to choose). Settings: BenchSettings in benchmark/settings.py; the model, data and trainer
 as in train.py.
 """
 
