@@ -104,6 +104,8 @@ def arguments() -> argparse.Namespace:
             parser.error(f"{option} goes with {belongs}")
     if args.figure is not None and args.figure.suffix.lower() != ".png":
         parser.error(f"--figure {args.figure}: name a .png file")
+    if args.figure is not None and args.figure.is_symlink():  # replaced, the link would go; followed, its file
+        parser.error(f"--figure {args.figure}: a symbolic link (to {os.readlink(args.figure)}); give the file itself")
     unknown = [tag for tag, _ in args.mark if tag not in (args.curves or [])]
     if unknown:
         parser.error(f"--mark {unknown[0]}: not one of the --curves")

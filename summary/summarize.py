@@ -1,5 +1,10 @@
 """summarize(): every summary file of the runs under some directories."""
 
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from summary.against import keys_to_plot_against, plot_against
@@ -21,21 +26,43 @@ def summarize(paths: list[Path], out_dir: Path, x: str | None = None) -> list[Pa
     items = by_configuration(runs) if sweeps_seeds(runs) else runs
     keys = keys_to_plot_against(items, x)  # before writing anything: a bad x leaves no half summary
     out_dir.mkdir(parents=True, exist_ok=True)
-    csv_path, markdown_path, figure_path = (out_dir / name for name in SUMMARY_FILES)
-    if items is runs:
-        write_csv(runs, csv_path)
-        markdown_path.write_text(markdown_table(runs))
-        every_run = []
-    else:
-        write_seeds_csv(items, csv_path)
-        markdown_path.write_text(seeds_table(items, runs))
-        every_run = [out_dir / EVERY_RUN]
-        write_csv(runs, every_run[0])
-    plot_curves(items, figure_path)
+    with staged(out_dir) as staging:
+        csv_path, markdown_path, figure_path = (staging / name for name in SUMMARY_FILES)
+        if items is runs:
+            write_csv(runs, csv_path)
+            markdown_path.write_text(markdown_table(runs))
+        else:
+            write_seeds_csv(items, csv_path)
+            markdown_path.write_text(seeds_table(items, runs))
+            write_csv(runs, staging / EVERY_RUN)
+        plot_curves(items, figure_path)
+        for key in keys:
+            plot_against(items, key, staging / f"summary_{key}.png")
     against = [out_dir / f"summary_{key}.png" for key in keys]
-    for key, path in zip(keys, against):
-        plot_against(items, key, path)
-    return [csv_path, markdown_path, figure_path, *against, *every_run]
+    every_run = [] if items is runs else [out_dir / EVERY_RUN]
+    return [*(out_dir / name for name in SUMMARY_FILES), *against, *every_run]
+
+
+@contextmanager
+def staged(out_dir: Path) -> Iterator[Path]:
+    """A folder in `out_dir` to write files into, each moved into `out_dir` once all are written: a summary that
+    fails or is stopped leaves the last one whole, never a mix of two or a file cut short. An error names the file
+    in `out_dir`, not its staged copy."""
+    try:
+        staging = Path(tempfile.mkdtemp(prefix=".summary-", suffix=".tmp", dir=out_dir))
+    except OSError as error:
+        raise OSError(error.errno, error.strerror, str(out_dir)) from None
+    try:
+        try:
+            yield staging
+        except OSError as error:
+            if error.filename is not None and Path(error.filename).parent == staging:
+                raise OSError(error.errno, error.strerror, str(out_dir / Path(error.filename).name)) from None
+            raise
+        for path in sorted(staging.iterdir()):
+            os.replace(path, out_dir / path.name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def draw_chosen(
@@ -47,7 +74,8 @@ def draw_chosen(
     add_differences(runs, specs)
     items = by_configuration(runs) if sweeps_seeds(runs) else runs
     path.parent.mkdir(parents=True, exist_ok=True)
-    plot_chosen(items, specs, path, marks, per_seed)
+    with staged(path.parent) as staging:
+        plot_chosen(items, specs, staging / path.name, marks, per_seed)
     return path
 
 
@@ -55,5 +83,6 @@ def draw_patterns(paths: list[Path], step: int, layer: int, path: Path) -> Path:
     """The attention pictures of every run under `paths` at `step`, side by side, into `path`."""
     run_dirs = find_runs(paths)
     path.parent.mkdir(parents=True, exist_ok=True)
-    plot_patterns(run_dirs, step, layer, path)
+    with staged(path.parent) as staging:
+        plot_patterns(run_dirs, step, layer, staging / path.name)
     return path

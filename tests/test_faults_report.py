@@ -93,8 +93,22 @@ def small_file_limit() -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (2000, 2000))
 
 
-def test_summary_files_that_cannot_be_written_are_one_line_naming_out(tmp_path):
+def test_a_figure_named_by_a_link_is_refused_and_the_file_it_leads_to_kept(tmp_path):
     a_run(tmp_path / "run")
+    (tmp_path / "last.pt").write_bytes(b"a checkpoint")
+    (tmp_path / "curves.png").symlink_to(tmp_path / "last.pt")
+    line = one_line(report(tmp_path / "run", "--curves", "val/loss", "--figure", tmp_path / "curves.png"), status=2)
+    assert line == (
+        f"error: --figure {tmp_path}/curves.png: a symbolic link (to {tmp_path}/last.pt); give the file itself; see "
+        "python report.py --help"
+    )
+    assert (tmp_path / "last.pt").read_bytes() == b"a checkpoint"
+
+
+def test_summary_files_that_cannot_be_written_are_one_line_naming_out_and_the_last_summary_is_kept_whole(tmp_path):
+    a_run(tmp_path / "run")
+    assert report(tmp_path / "run", "--out", tmp_path / "out").returncode == 0  # the summary of an earlier report
+    earlier = {path.name: path.read_bytes() for path in (tmp_path / "out").iterdir()}
     # A process of its own: the limit holds for the whole process.
     limited = "from test_faults_report import small_file_limit; small_file_limit()"
     report_py = Forked(
@@ -103,3 +117,4 @@ def test_summary_files_that_cannot_be_written_are_one_line_naming_out(tmp_path):
     _, stderr = report_py.communicate(timeout=60)
     line = one_line(subprocess.CompletedProcess(["report.py"], report_py.returncode, "", stderr))
     assert line == f"error: {tmp_path}/out: the summary files cannot be written (File too large)"
+    assert {path.name: path.read_bytes() for path in (tmp_path / "out").iterdir()} == earlier  # no mix, no .tmp
