@@ -30,6 +30,8 @@ from pathlib import Path
 
 import yaml
 from hydra.errors import OverrideParseException
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 from tensorboard.compat.tensorflow_stub.errors import OpError
 
 from summary.after_prefix import after_prefix_table
@@ -37,6 +39,7 @@ from summary.figures import Mark
 from summary.runs import SummaryError, find_runs
 from summary.summarize import draw_chosen, draw_patterns, summarize
 from trainer.cli import one_line_errors, run_with_one_line_errors
+from trainer.config import TrainConfig, structured
 from trainer.overrides import PARSER
 
 # What summary/runs.py reads of a run's Hydra record (.hydra/, and .hydra/resume-DATE_TIME/ for each resume).
@@ -193,9 +196,11 @@ def check_record(run_dir: Path) -> None:
                 continue
             with open(path, "rb") as file:  # a YAML error's mark names the file
                 held = yaml.load(file, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-            if held is not None and not isinstance(held, kind):
-                what = "mapping of settings" if kind is dict else "list of overrides"
+            what = "mapping of settings" if kind is dict else "list of overrides"
+            if not isinstance(held, kind):
                 raise SummaryError(f"{path}: holds {a_kind(held)}, not the {what} Hydra writes there")
+            if kind is dict:
+                check_types(path, held)
             for item in held if kind is list else []:
                 try:
                     PARSER.parse_overrides([str(item)])
@@ -203,8 +208,30 @@ def check_record(run_dir: Path) -> None:
                     raise SummaryError(f"{path}: {item}: an override Hydra cannot parse") from None
 
 
+def check_types(path: Path, settings: dict) -> None:
+    """Each setting of the run's config of the type tinylm's schema gives it; a key the schema lacks is let through
+    (a run of an older tinylm)."""
+    schema = OmegaConf.merge(structured(TrainConfig))  # a copy, which the keys of older runs may be added to
+    unlock(schema)
+    try:
+        OmegaConf.merge(schema, settings)
+    except OmegaConfBaseException as error:
+        problem = str(error.msg).splitlines()[0]
+        raise SummaryError(f"{path}: {error.full_key}: {problem}" if error.full_key else f"{path}: {problem}") from None
+
+
+def unlock(node: DictConfig) -> None:
+    """Keys may be added to `node` and to every group below it (each typed group is locked on its own)."""
+    OmegaConf.set_struct(node, False)
+    for key in node:
+        if isinstance(group := node._get_node(key), DictConfig):
+            unlock(group)
+
+
 def a_kind(value: object) -> str:
     name = {dict: "mapping", list: "list", str: "string", int: "number", float: "number", bool: "boolean"}
+    if value is None:
+        return "nothing"
     kind = name.get(type(value), type(value).__name__)
     return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind} ({str(value)[:40]})"
 

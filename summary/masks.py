@@ -11,7 +11,7 @@ from tokenizers import Tokenizer
 from model import Mixer, ModelConfig
 from summary.runs import hydra_config
 from task import TaskConfig, task_for
-from trainer.config import ConfigError, TrainConfig, to_typed
+from trainer.config import ConfigError, TrainConfig, check_values, to_typed
 from trainer.diagnostics import mask_picture
 
 
@@ -24,6 +24,7 @@ def trained_mask(run_dir: Path) -> np.ndarray | None:
         return None
     try:
         config = TrainConfig(model=group(ModelConfig, settings, "model"), task=group(TaskConfig, settings, "task"))
+        check_values(config)
     except ConfigError:
         return None
     if config.model.mixer is not Mixer.attention:
@@ -35,4 +36,5 @@ def trained_mask(run_dir: Path) -> np.ndarray | None:
 
 def group(schema: type, settings: DictConfig, name: str) -> object:
     """One group of the run's settings (model, task) typed by its schema; its defaults where the run has none."""
-    return to_typed(schema, OmegaConf.to_container(settings.get(name) or {}, resolve=True))
+    values = settings.get(name)
+    return to_typed(schema, OmegaConf.to_container(values, resolve=True) if values is not None else {})

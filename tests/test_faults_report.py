@@ -2,6 +2,7 @@
 
 import os
 import resource
+import shutil
 import signal
 import subprocess
 from pathlib import Path
@@ -53,6 +54,21 @@ def not_a_mapping(run_dir: Path) -> str:
     return f"error: {run_dir}/.hydra/config.yaml: holds a number (5), not the mapping of settings Hydra writes there"
 
 
+def nothing(run_dir: Path) -> str:
+    (run_dir / ".hydra").mkdir()
+    (run_dir / ".hydra" / "config.yaml").write_text("")
+    return f"error: {run_dir}/.hydra/config.yaml: holds nothing, not the mapping of settings Hydra writes there"
+
+
+def a_wrong_type(run_dir: Path) -> str:
+    (run_dir / ".hydra").mkdir()
+    (run_dir / ".hydra" / "config.yaml").write_text("trainer: {max_steps: abc}\n")
+    return (
+        f"error: {run_dir}/.hydra/config.yaml: trainer.max_steps: Value 'abc' of type 'str' could not be converted to "
+        "Integer"
+    )
+
+
 def not_a_list(run_dir: Path) -> str:
     (run_dir / ".hydra" / "resume-2025-01-01_12-00-00").mkdir(parents=True)
     (run_dir / ".hydra" / "resume-2025-01-01_12-00-00" / "overrides.yaml").write_text("model.d_k: 16\n")
@@ -62,10 +78,27 @@ def not_a_list(run_dir: Path) -> str:
     )
 
 
-@pytest.mark.parametrize("damage", [bad_yaml, events_directory, bad_override, not_a_mapping, not_a_list])
+@pytest.mark.parametrize(
+    "damage", [bad_yaml, events_directory, bad_override, not_a_mapping, nothing, a_wrong_type, not_a_list]
+)
 def test_a_run_file_that_cannot_be_read_is_one_line_naming_it(tmp_path, damage):
     expected = damage(a_run(tmp_path / "run"))
     assert one_line(report(tmp_path)).startswith(expected)
+    assert [path.name for path in tmp_path.iterdir()] == ["run"]  # no summary file, whole or cut short
+
+
+@pytest.mark.parametrize(
+    "settings",
+    ["trainer: {max_steps: 60}", "model: {a_key_of_an_older_tinylm: 3}", "model: {block_size: -4}"],
+    ids=["no model or task", "a key this tinylm lacks", "a value no run trains with"],
+)
+def test_a_record_of_fewer_or_other_settings_is_summed_up_without_its_mask(short_run_dir, tmp_path, settings):
+    run = shutil.copytree(short_run_dir, tmp_path / "run")  # trained in a test process: no Hydra record of its own
+    (run / ".hydra").mkdir()
+    (run / ".hydra" / "config.yaml").write_text(settings + "\n")
+    result = report(run, "--out", tmp_path / "out")
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    assert (tmp_path / "out" / "summary.png").is_file()
 
 
 def test_an_out_that_is_a_file_is_refused_naming_out(tmp_path):
