@@ -24,6 +24,7 @@ import trainer.startup  # noqa: F401 (first of all: a Ctrl-C while torch loads e
 # isort: split
 import argparse
 import logging
+import math
 import os
 import sys
 from pathlib import Path
@@ -44,6 +45,7 @@ from trainer.overrides import PARSER
 
 # What summary/runs.py reads of a run's Hydra record (.hydra/, and .hydra/resume-DATE_TIME/ for each resume).
 RECORD = {"config.yaml": dict, "overrides.yaml": list}
+FLOAT32_MAX = 3.4028234663852886e38  # the largest value a curve logged as float32 holds
 
 
 X_HELP = (
@@ -144,6 +146,11 @@ def mark(text: str) -> tuple[str, Mark]:
         number = None
     if not equals or not tag or number is None:
         raise argparse.ArgumentTypeError(f"{text!r}: not TAG=VALUE[:LABEL] (attn/train_allowed_min=-1e4:the mask)")
+    if not (math.isfinite(number) and abs(number) <= FLOAT32_MAX):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: {value} is not a number a curve can reach: TensorBoard logs float32, finite and at most "
+            "3.4e38 in size"
+        )
     return tag, Mark(number, label or value)
 
 

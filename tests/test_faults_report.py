@@ -119,6 +119,16 @@ def test_a_bad_argument_is_one_line_with_argparses_status(tmp_path):
     assert line == "error: unrecognized arguments: --y 3; see python report.py --help"
 
 
+@pytest.mark.parametrize("value", ["nan", "inf", "-1e308", "1e400"])
+def test_a_mark_no_curve_can_reach_is_one_line(tmp_path, value):
+    line = one_line(report(a_run(tmp_path / "run"), "--curves", "val/loss", "--mark", f"val/loss={value}"), status=2)
+    assert line == (
+        f"error: argument --mark: 'val/loss={value}': {value} is not a number a curve can reach: TensorBoard logs "
+        "float32, finite and at most 3.4e38 in size; see python report.py --help"
+    )
+    assert [path.name for path in tmp_path.iterdir()] == ["run"]
+
+
 def small_file_limit() -> None:
     """Files of at most 2 kB, as a disk that is full after them: a write beyond fails (EFBIG) instead of a
     signal ending the process."""
