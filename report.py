@@ -161,7 +161,8 @@ def main() -> None:
     logging.basicConfig(format="%(levelname)s: %(message)s", level=logging.WARNING)
     out = args.out or args.dirs[0]
     with one_line_errors(SummaryError, OpError):
-        check_out(out)
+        if args.out:  # else the summary goes into the first DIR, which find_runs checks
+            check_out(out)
         runs = find_runs(args.dirs)
         check_names(runs, out)
         for run_dir in runs:

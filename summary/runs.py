@@ -64,6 +64,8 @@ def find_runs(paths: list[Path]) -> list[Path]:
     """Every directory under `paths` that holds a TensorBoard events file, in natural order (job 2 before 10)."""
     runs = set()
     for path in paths:
+        if path.exists() and not path.is_dir():
+            raise FileNotFoundError(f"{path}: a file, not a directory; give the directory of a run or a sweep")
         if not path.is_dir():
             raise FileNotFoundError(f"{path}: no such directory")
         found = {run_dir.resolve() for run_dir in walk_runs(path, checkpoints=False)}  # comparable paths

@@ -108,6 +108,14 @@ def test_an_out_that_is_a_file_is_refused_naming_out(tmp_path):
     assert line == f"error: --out {tmp_path}/notes.txt: not a directory; the summary files go into a directory"
 
 
+def test_a_file_given_as_the_directory_of_runs_is_named_as_what_it_is(tmp_path):
+    (tmp_path / "notes.txt").write_text("not a run")
+    for out in ([], ["--out", tmp_path / "out"]):
+        line = one_line(report(tmp_path / "notes.txt", *out))
+        assert line == f"error: {tmp_path}/notes.txt: a file, not a directory; give the directory of a run or a sweep"
+    assert [path.name for path in tmp_path.iterdir()] == ["notes.txt"]
+
+
 def test_a_run_directory_whose_name_is_not_utf8_is_named_with_its_bytes(tmp_path):
     os.rename(a_run(tmp_path / "cafe"), os.fsencode(tmp_path) + b"/caf\xe9")  # a Latin-1 name
     line = one_line(report(tmp_path))
