@@ -216,7 +216,15 @@ def test_a_ctrl_c_while_a_reader_works_says_the_runs_it_reads_are_as_they_were(
 
     monkeypatch.setattr(importlib.import_module(script.removesuffix(".py")), name, interrupted)
     before = {path: path.read_bytes() for path in run.rglob("*") if path.is_file()}
-    result = cli(script, *arguments(run, out))
+    # SIGINT handled and not blocked, as in a terminal, whatever this worker inherited (a job a shell started in the
+    # background has it ignored, and tinylm leaves an ignored signal ignored) or an earlier test left.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    blocked = signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    try:
+        result = cli(script, *arguments(run, out))
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        signal.signal(signal.SIGINT, previous)
     assert (result.returncode, result.stderr) == (
         130,
         f"stopped by SIGINT before {script} finished; it writes no checkpoint, and the runs it reads are as they "
