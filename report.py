@@ -40,7 +40,7 @@ from summary.figures import Mark
 from summary.runs import SummaryError, find_runs
 from summary.summarize import draw_chosen, draw_patterns, summarize
 from trainer.cli import one_line_errors, run_with_one_line_errors
-from trainer.config import TrainConfig, structured
+from trainer.config import TrainConfig, structured, typed_problem
 from trainer.overrides import PARSER
 
 # What summary/runs.py reads of a run's Hydra record (.hydra/, and .hydra/resume-DATE_TIME/ for each resume).
@@ -224,8 +224,7 @@ def check_types(path: Path, settings: dict) -> None:
     try:
         OmegaConf.merge(schema, settings)
     except OmegaConfBaseException as error:
-        problem = str(error.msg).splitlines()[0]
-        raise SummaryError(f"{path}: {error.full_key}: {problem}" if error.full_key else f"{path}: {problem}") from None
+        raise SummaryError(f"{path}: {typed_problem(error)}") from None
 
 
 def unlock(node: DictConfig) -> None:

@@ -118,8 +118,13 @@ def to_typed(schema: type, values: dict) -> object:
         # Hydra lets keys added with "+" through; merging the plain values into the schema catches them.
         return OmegaConf.to_object(OmegaConf.merge(structured(schema), values))
     except OmegaConfBaseException as error:
-        problem = str(error.msg).splitlines()[0]  # the lines after it repeat the key and the schema's type
-        raise ConfigError(f"{error.full_key}: {problem}" if error.full_key else problem) from error
+        raise ConfigError(typed_problem(error)) from error
+
+
+def typed_problem(error: OmegaConfBaseException) -> str:
+    """The key and the problem of a value OmegaConf refuses for its schema, in one line."""
+    problem = str(error.msg).splitlines()[0]  # the lines after it repeat the key and the schema's type
+    return f"{error.full_key}: {problem}" if error.full_key else problem
 
 
 @functools.cache
